@@ -1,0 +1,77 @@
+"""redis-fencing: Kafka- and Pulsar-grade single-writer guarantees for Redis Streams.
+
+>>> import fencing
+>>> client = fencing.Client.from_url("redis://localhost:6379/0")
+>>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)
+>>> grant = owner.claim(["orders/0"])["orders/0"]                    # doctest: +SKIP
+
+See README.md for the guarantees and DESIGN for the contract.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .client import Client
+from .errors import (
+    ConfigurationError,
+    DuplicateSequence,
+    Fenced,
+    FencingError,
+    InvalidArgument,
+    InvalidArgumentType,
+    InvalidName,
+    LeaseExpired,
+    OffsetMismatch,
+    OffsetOutOfRange,
+    OutcomeUnknown,
+    OutOfOrderSequence,
+    OwnershipConflict,
+    ProcessBoundError,
+    ProducerBusy,
+    ProducerFenced,
+    RecordTooLarge,
+    StaleGeneration,
+    StateLost,
+    Unavailable,
+    UnknownProducerId,
+    WrongKeyType,
+)
+from .grant import Grant
+from .ownership import Ownership
+from .settings import FencingSettings
+
+try:
+    __version__ = version("redis-fencing")
+except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+    __version__ = "0+unknown"
+
+__all__ = [
+    "Client",
+    "ConfigurationError",
+    "DuplicateSequence",
+    "Fenced",
+    "FencingError",
+    "FencingSettings",
+    "Grant",
+    "InvalidArgument",
+    "InvalidArgumentType",
+    "InvalidName",
+    "LeaseExpired",
+    "OffsetMismatch",
+    "OffsetOutOfRange",
+    "OutOfOrderSequence",
+    "OutcomeUnknown",
+    "Ownership",
+    "OwnershipConflict",
+    "ProcessBoundError",
+    "ProducerBusy",
+    "ProducerFenced",
+    "RecordTooLarge",
+    "StaleGeneration",
+    "StateLost",
+    "Unavailable",
+    "UnknownProducerId",
+    "WrongKeyType",
+    "__version__",
+]

@@ -1,0 +1,209 @@
+"""``fencing.Client``: the entry point. Holds connections; opens handles.
+
+The constructor never touches Redis. On first use the client checks that the server's
+``maxmemory-policy`` is ``noeviction`` (an eviction is a silent reset of coordination
+state), unless told ``allow_eviction=True``.
+
+The client talks to Redis through its own connection pools, cloned from the connection
+settings of the redis-py client it was given (host, port, TLS, credentials...) with the
+safety rails of DESIGN: redis-py retries off (the library retries itself, within a
+budget below each lease), and socket and connect timeouts of at most a quarter of the
+lease they protect. One pool per timeout value, created on demand.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import redis
+import redis.exceptions
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from .driver import SyncDriver
+from .errors import ConfigurationError, InvalidArgumentType, Unavailable
+from .keys import Keys
+from .notify import Notifier
+from .ownership import Ownership
+from .retry import RetryBudget
+from .settings import FencingSettings
+
+# Connection kwargs tied to the original pool's runtime state: never copied to a clone.
+_POOL_BOUND_KWARGS = ("maint_notifications_pool_handler", "maint_notifications_config")
+
+
+class Client:
+    """A connection to one Redis (or Valkey) server for redis-fencing.
+
+    >>> import fencing
+    >>> client = fencing.Client.from_url("redis://localhost:6379/0", namespace="demo")
+    >>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)  # no I/O yet
+    >>> grants = owner.claim(["orders/0"])                                # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        redis_client: redis.Redis | None = None,
+        *,
+        namespace: str | None = None,
+        socket_timeout: float | None = None,
+        allow_eviction: bool | None = None,
+        settings: FencingSettings | None = None,
+    ) -> None:
+        overrides: dict[str, Any] = {}
+        if namespace is not None:
+            overrides["namespace"] = namespace
+        if socket_timeout is not None:
+            overrides["socket_timeout"] = socket_timeout
+        if allow_eviction is not None:
+            overrides["allow_eviction"] = allow_eviction
+        base = settings or FencingSettings()
+        self.settings = base.model_validate({**base.model_dump(), **overrides})
+        if redis_client is None:
+            redis_client = redis.Redis.from_url(self.settings.redis_url)
+        elif not isinstance(redis_client, redis.Redis):
+            raise InvalidArgumentType(
+                f"fencing.Client needs a redis.Redis client, got {type(redis_client).__name__}: "
+                "use fencing.Client.from_url(url) or pass redis.Redis(...)"
+            )
+        self._base = redis_client
+        self.keys = Keys(self.settings.namespace)
+        self._lock = threading.RLock()
+        self._drivers: dict[float, SyncDriver] = {}
+        self._safe_checked = False
+        self._notifier = Notifier(lambda: self._clone(self.settings.socket_timeout, pubsub=True))
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str | None = None,
+        *,
+        namespace: str | None = None,
+        socket_timeout: float | None = None,
+        allow_eviction: bool | None = None,
+    ) -> Client:
+        """A client for ``url`` (default: ``FENCING_REDIS_URL``, else localhost:6379).
+
+        >>> client = Client.from_url("redis://localhost:6379/0", namespace="billing")
+        """
+        settings = FencingSettings() if url is None else FencingSettings(redis_url=url)
+        return cls(
+            redis.Redis.from_url(settings.redis_url),
+            namespace=namespace,
+            socket_timeout=socket_timeout,
+            allow_eviction=allow_eviction,
+            settings=settings,
+        )
+
+    @property
+    def namespace(self) -> str:
+        """The prefix of every key this client writes."""
+        return self.keys.namespace
+
+    # -- handles --------------------------------------------------------------------------
+
+    def ownership(self, group: str, owner_id: str, ttl: float = 10.0) -> Ownership:
+        """A handle on the ownership table for ``group`` (seed 000, DESIGN section 4).
+
+        ``owner_id`` is a label for people and logs; the handle's identity is a random
+        session drawn now, so two handles never share a grant. No I/O happens here.
+
+        >>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)
+        >>> owner.claim(["orders/0"])["orders/0"].token                 # doctest: +SKIP
+        1
+        """
+        return Ownership(self, group, owner_id, ttl)
+
+    # -- internals used by handles ----------------------------------------------------------
+
+    def _clone(self, timeout: float, *, pubsub: bool = False) -> redis.Redis:
+        pool = self._base.connection_pool
+        kwargs = {
+            k: v
+            for k, v in pool.connection_kwargs.items()
+            if k not in _POOL_BOUND_KWARGS and not k.startswith("orig_")
+        }
+        kwargs.update(
+            socket_timeout=None if pubsub else timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),
+            retry_on_timeout=False,
+            retry_on_error=[],
+            decode_responses=False,
+        )
+        clone = redis.ConnectionPool(
+            connection_class=pool.connection_class,
+            max_connections=pool.max_connections,
+            **kwargs,
+        )
+        return redis.Redis(connection_pool=clone)
+
+    def _driver(self, budget: RetryBudget) -> SyncDriver:
+        timeout = min(budget.timeout, self.settings.socket_timeout)
+        driver = self._drivers.get(timeout)
+        if driver is None:
+            with self._lock:
+                driver = self._drivers.get(timeout)
+                if driver is None:
+                    driver = SyncDriver(self._clone(timeout))
+                    self._drivers[timeout] = driver
+        return driver
+
+    def _ensure_safe(self, budget: RetryBudget) -> None:
+        """Check ``maxmemory-policy`` once per client (DESIGN: no silent eviction)."""
+        if self._safe_checked or self.settings.allow_eviction:
+            return
+        with self._lock:
+            if self._safe_checked:
+                return
+            driver_redis = self._driver(budget).redis
+            try:
+                reply = driver_redis.config_get("maxmemory-policy")
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+                raise Unavailable(f"cannot reach Redis to check its configuration: {exc}") from exc
+            except redis.exceptions.ResponseError as exc:
+                raise ConfigurationError(
+                    "redis-fencing could not read the server's maxmemory-policy "
+                    f"(CONFIG GET refused: {exc}). Make sure it is 'noeviction', then pass "
+                    "allow_eviction=True (or FENCING_ALLOW_EVICTION=1) to skip this check"
+                ) from exc
+            policy = reply.get("maxmemory-policy", reply.get(b"maxmemory-policy"))
+            value = policy.decode() if isinstance(policy, bytes) else str(policy)
+            if value != "noeviction":
+                raise ConfigurationError(
+                    f"the Redis server's maxmemory-policy is {value!r}: an eviction would "
+                    "silently erase leases, epochs and offsets. Run CONFIG SET "
+                    "maxmemory-policy noeviction, or pass allow_eviction=True (or "
+                    "FENCING_ALLOW_EVICTION=1) if you accept that risk"
+                )
+            self._safe_checked = True
+
+    def _budget_default(self) -> RetryBudget:
+        timeout = self.settings.socket_timeout
+        return RetryBudget(timeout=timeout, deadline=2 * timeout)
+
+    @property
+    def _notifications(self) -> Notifier:
+        return self._notifier
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the notification listener and close this client's own connections."""
+        self._notifier.close()
+        with self._lock:
+            drivers, self._drivers = list(self._drivers.values()), {}
+        for driver in drivers:
+            driver.redis.connection_pool.disconnect()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        kw = self._base.connection_pool.connection_kwargs
+        where = kw.get("path") or f"{kw.get('host')}:{kw.get('port')}"
+        return f"<fencing.Client {where} namespace={self.namespace!r}>"

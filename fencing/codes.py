@@ -1,0 +1,73 @@
+"""The one table of error codes shared by the Lua scripts and Python.
+
+A script fails with ``redis.error_reply("<CODE> <field> <field> ...")``. The loader generates
+the Lua table ``E`` (``E.FENCED == "FENCED"``) from :data:`CODES` and prepends it to every
+script, and refuses to load a script that names a code missing here, so the two sides
+cannot drift. :mod:`fencing.protocol` turns a reply back into the exception named here,
+with the fields as attributes.
+
+Fields are separated by single spaces; the last field of a code takes the rest of the
+message, so it may hold free text (an owner label).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class CodeSpec:
+    """One error code: the fields its reply carries, in order."""
+
+    code: str
+    fields: tuple[str, ...]
+    summary: str
+
+
+CODES: dict[str, CodeSpec] = {
+    spec.code: spec
+    for spec in (
+        CodeSpec(
+            "CONFLICT",
+            ("holder_token", "remaining_ms", "holder_label"),
+            "another live session holds the resource",
+        ),
+        CodeSpec(
+            "STALE_GENERATION",
+            ("current_generation", "requested_generation"),
+            "the stored generation is higher than the one requested",
+        ),
+        CodeSpec(
+            "FENCED",
+            ("token", "holder_token", "holder_label"),
+            "another session was granted the resource after this one",
+        ),
+        CodeSpec(
+            "LEASE_EXPIRED",
+            ("token", "expired_ms_ago"),
+            "the lease lapsed by server time and nobody else claimed it yet",
+        ),
+        CodeSpec(
+            "STATE_LOST",
+            ("reason", "seen", "found"),
+            "coordination state is missing or went backwards",
+        ),
+        CodeSpec(
+            "WRONG_TYPE",
+            ("key_type", "key"),
+            "a key the library owns holds another Redis type",
+        ),
+        CodeSpec(
+            "BAD_ARGUMENT",
+            ("argument", "value"),
+            "a script argument failed validation (a library bug if it reaches a user)",
+        ),
+    )
+}
+
+
+def lua_table() -> str:
+    """Lua source defining ``E`` (code names) and ``E_FIELDS`` (field counts)."""
+    names = ", ".join(f'{code} = "{code}"' for code in sorted(CODES))
+    counts = ", ".join(f"{code} = {len(CODES[code].fields)}" for code in sorted(CODES))
+    return f"local E = {{{names}}}\nlocal E_FIELDS = {{{counts}}}\n"

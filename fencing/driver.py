@@ -1,0 +1,77 @@
+"""The sync driver: executes protocol calls against one redis-py client. Nothing else.
+
+Scripts are registered with ``register_script`` (EVALSHA, reloaded on NOSCRIPT). Error
+replies of the library's scripts become typed exceptions through the call's own mapping;
+connection errors are retried within a :class:`~fencing.retry.RetryBudget`, and when the
+budget runs out a mutating call raises :class:`~fencing.errors.OutcomeUnknown`, a read-only
+one :class:`~fencing.errors.Unavailable`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, TypeVar
+
+import redis
+import redis.commands.core
+import redis.exceptions
+
+from .errors import OutcomeUnknown, Unavailable
+from .protocol.base import ScriptCall, parse_error_reply
+from .retry import TRANSIENT_ERRORS, RetryBudget
+
+T = TypeVar("T")
+
+
+class SyncDriver:
+    """Runs :class:`ScriptCall` objects on a redis-py client."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
+        self._scripts: dict[str, redis.commands.core.Script] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def redis(self) -> redis.Redis:
+        """The redis-py client this driver uses (retries off, bounded timeouts)."""
+        return self._client
+
+    def _script(self, call: ScriptCall[Any]) -> redis.commands.core.Script:
+        registered = self._scripts.get(call.script.name)
+        if registered is None:
+            with self._lock:
+                registered = self._scripts.get(call.script.name)
+                if registered is None:
+                    registered = self._client.register_script(call.script.source)
+                    self._scripts[call.script.name] = registered
+        return registered
+
+    def execute_once(self, call: ScriptCall[T]) -> T:
+        """One attempt: run the script, parse the reply or raise the typed error."""
+        try:
+            reply = self._script(call)(keys=call.keys, args=call.args)
+        except redis.exceptions.ResponseError as exc:
+            error = parse_error_reply(str(exc))
+            if error is None:
+                raise
+            raise call.error(error) from None
+        return call.parse(reply)
+
+    def execute(self, call: ScriptCall[T], budget: RetryBudget) -> T:
+        """Run a call, retrying transient errors within ``budget``."""
+        try:
+            for attempt in budget.retrying():
+                with attempt:
+                    return self.execute_once(call)
+        except TRANSIENT_ERRORS as exc:
+            if call.mutating:
+                raise OutcomeUnknown(
+                    f"{call.script.name}: no reply from Redis within the retry budget "
+                    f"({budget.deadline:.3f}s): {exc}. The request may or may not have been "
+                    "applied; the same call is safe to repeat once the server is reachable"
+                ) from exc
+            raise Unavailable(
+                f"{call.script.name}: Redis unreachable within the retry budget "
+                f"({budget.deadline:.3f}s): {exc}"
+            ) from exc
+        raise AssertionError("unreachable: tenacity either returns or raises")

@@ -1,0 +1,237 @@
+"""Exceptions raised by redis-fencing.
+
+Every exception says what happened and what to do next, and carries its context as
+attributes. The tree::
+
+    FencingError
+    ├── InvalidArgument (ValueError)        bad input, refused before any I/O
+    │   ├── InvalidArgumentType (TypeError)  an argument of the wrong type
+    │   ├── InvalidName                      a topic, group, namespace or resource name
+    │   └── RecordTooLarge                   a record or batch over the configured limits
+    ├── ConfigurationError                   an unsafe server or client setup (eviction, retries)
+    ├── ProcessBoundError                    a handle used from a forked child, or pickled
+    ├── WrongKeyType                         a key the library owns holds another Redis type
+    ├── OwnershipConflict                    another live session holds the resource
+    ├── StaleGeneration                      the stored generation is above the one requested
+    ├── Fenced                               another session was granted after this one
+    │   └── ProducerFenced                   ... for a producer: permanent for that object
+    ├── LeaseExpired                         the lease lapsed; renew() before writing again
+    ├── StateLost                            coordination state vanished or went backwards (G9)
+    ├── ProducerBusy                         the access mode cannot be had right now
+    ├── OffsetMismatch                       expected_offset was not the next offset (G3)
+    ├── OffsetOutOfRange                     a read before the log start or past its end
+    ├── DuplicateSequence                    a sequence range reused by other records (G5)
+    ├── OutOfOrderSequence                   a gap in a producer's sequence (G5)
+    ├── UnknownProducerId                    producer state expired while a batch was pending
+    └── Unavailable                          the server could not be reached in the retry budget
+        └── OutcomeUnknown                   ... after a request that may have been applied
+
+Every class is importable from :mod:`fencing`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "DuplicateSequence",
+    "Fenced",
+    "FencingError",
+    "InvalidArgument",
+    "InvalidArgumentType",
+    "InvalidName",
+    "LeaseExpired",
+    "OffsetMismatch",
+    "OffsetOutOfRange",
+    "OutOfOrderSequence",
+    "OutcomeUnknown",
+    "OwnershipConflict",
+    "ProcessBoundError",
+    "ProducerBusy",
+    "ProducerFenced",
+    "RecordTooLarge",
+    "StaleGeneration",
+    "StateLost",
+    "Unavailable",
+    "UnknownProducerId",
+    "WrongKeyType",
+]
+
+
+class FencingError(Exception):
+    """Base class of every error raised by redis-fencing."""
+
+
+class InvalidArgument(FencingError, ValueError):
+    """An argument was refused before any I/O; nothing was written."""
+
+
+class InvalidArgumentType(InvalidArgument, TypeError):
+    """An argument had the wrong type; nothing was written."""
+
+
+class InvalidName(InvalidArgument):
+    """A topic, group, namespace or resource name was refused; nothing was written."""
+
+
+class RecordTooLarge(InvalidArgument):
+    """A record or a batch is over the configured size limits; nothing was written."""
+
+
+class ConfigurationError(FencingError):
+    """The server or client is set up in a way that would break the guarantees."""
+
+
+class ProcessBoundError(FencingError):
+    """A handle was used from another process (after fork) or pickled.
+
+    A handle's identity is its session: sharing it would let two processes act as one
+    holder. Open a new handle in the child instead.
+    """
+
+
+class WrongKeyType(FencingError):
+    """A key the library owns holds another Redis type; nothing was written."""
+
+    def __init__(self, message: str, *, key: str, key_type: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.key_type = key_type
+
+
+class _ResourceError(FencingError):
+    """An error about one (group, resource) of the ownership table."""
+
+    def __init__(self, message: str, *, group: str, resource: str) -> None:
+        super().__init__(message)
+        self.group = group
+        self.resource = resource
+
+
+class OwnershipConflict(_ResourceError):
+    """Another live session holds the resource.
+
+    ``holder_token`` is the holder's fencing token and ``remaining`` the seconds left on its
+    lease by server time (the earliest moment a claim can succeed without a notification).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        group: str,
+        resource: str,
+        holder_label: str,
+        holder_token: int,
+        remaining: float,
+    ) -> None:
+        super().__init__(message, group=group, resource=resource)
+        self.holder_label = holder_label
+        self.holder_token = holder_token
+        self.remaining = remaining
+
+
+class StaleGeneration(_ResourceError):
+    """The stored generation is higher than the requested one; nothing changed."""
+
+    def __init__(
+        self, message: str, *, group: str, resource: str, current: int, requested: int
+    ) -> None:
+        super().__init__(message, group=group, resource=resource)
+        self.current = current
+        self.requested = requested
+
+
+class Fenced(_ResourceError):
+    """Another session was granted the resource after this handle's grant.
+
+    Permanent for that grant: the handle may only claim again, which is a new grant with a
+    new token.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        group: str,
+        resource: str,
+        token: int,
+        holder_token: int,
+        holder_label: str,
+    ) -> None:
+        super().__init__(message, group=group, resource=resource)
+        self.token = token
+        self.holder_token = holder_token
+        self.holder_label = holder_label
+
+
+class ProducerFenced(Fenced):
+    """The producer was superseded; every later send on this object fails at once."""
+
+
+class LeaseExpired(_ResourceError):
+    """The lease lapsed by server time and nobody else has claimed the resource yet.
+
+    Call ``renew()``: it keeps the generation and the token.
+    """
+
+    def __init__(
+        self, message: str, *, group: str, resource: str, token: int, expired_ago: float
+    ) -> None:
+        super().__init__(message, group=group, resource=resource)
+        self.token = token
+        self.expired_ago = expired_ago
+
+
+class StateLost(FencingError):
+    """Coordination state is missing, of another incarnation, or went backwards (G9).
+
+    The store lost writes (FLUSHALL, a restart without persistence, eviction, a failover
+    that lost acknowledged writes). Nothing was written; the handle cannot continue. Check
+    the server's persistence and eviction settings, then open new handles.
+    """
+
+    def __init__(self, message: str, *, reason: str, key: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.key = key
+
+
+class ProducerBusy(FencingError):
+    """The requested access mode cannot be had while other producers live."""
+
+
+class OffsetMismatch(FencingError):
+    """``expected_offset`` was not the partition's next offset; nothing was written."""
+
+    def __init__(self, message: str, *, expected: int, actual: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
+
+
+class OffsetOutOfRange(FencingError):
+    """A read asked for an offset before the log start or past its end."""
+
+
+class DuplicateSequence(FencingError):
+    """A sequence range was used by other records, or is older than the window."""
+
+
+class OutOfOrderSequence(FencingError):
+    """A batch left a gap in the producer's sequence; nothing was written."""
+
+
+class UnknownProducerId(FencingError):
+    """The producer's state expired while a batch was pending or ``resume=`` named it."""
+
+
+class Unavailable(FencingError):
+    """The server could not be reached within the call's retry budget."""
+
+
+class OutcomeUnknown(Unavailable):
+    """A state-changing request may or may not have been applied.
+
+    Every state-changing call of the ownership table is idempotent for its handle, so the
+    same call can be made again once the server is reachable.
+    """

@@ -1,0 +1,173 @@
+"""Every Redis key and channel name the library uses is built here, and nowhere else.
+
+Layout (``ns`` is the client's namespace)::
+
+    <ns>:{<resource>}:own:<group>             hash: one row of the ownership table
+    <ns>:{<resource>}:own:<group>:released    channel: the resource was released
+    <ns>:session:<session>                    channel: a grant of this session was severed
+
+All keys about one resource share the hash tag ``{<resource>}``, so every script touches
+one slot and runs unchanged on Redis Cluster. A topic partition's tag is
+``{<topic>/<partition>}``, which is also the tag of the ownership resource
+``"<topic>/<partition>"``: the append script can check the holder atomically.
+
+Names (namespace, group, topic) match ``[A-Za-z0-9._-]{1,200}``; names starting with ``__``
+are reserved for the library. Resource strings are arbitrary text: every character outside
+``[A-Za-z0-9._/-]`` is percent-encoded (UTF-8), so braces, colons and spaces can never break
+a hash tag or a key, and two different resources never share a key.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from redis.crc import key_slot
+
+from .errors import InvalidArgumentType, InvalidName
+
+NAME_RE: Final = re.compile(r"[A-Za-z0-9._-]{1,200}")
+RESERVED_PREFIX: Final = "__"
+MAX_RESOURCE_LENGTH: Final = 512
+MAX_LABEL_LENGTH: Final = 256
+_RESOURCE_SAFE: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/-")
+
+# Library-owned groups of the ownership table.
+PRODUCER_GROUP: Final = "__producer__"
+ELECTION_GROUP: Final = "__election__"
+
+
+def validate_name(kind: str, name: object, *, allow_reserved: bool = False) -> str:
+    """Return ``name`` if it is a valid namespace, group or topic name, else raise.
+
+    >>> validate_name("topic", "orders")
+    'orders'
+    """
+    if not isinstance(name, str):
+        raise InvalidArgumentType(
+            f"{kind} name must be a str, got {type(name).__name__}: pass a name such as 'orders'"
+        )
+    if not NAME_RE.fullmatch(name):
+        raise InvalidName(
+            f"invalid {kind} name {name!r}: use 1 to 200 characters from A-Z a-z 0-9 . _ -"
+        )
+    if name.startswith(RESERVED_PREFIX) and not allow_reserved:
+        raise InvalidName(
+            f"invalid {kind} name {name!r}: names starting with '__' are reserved for "
+            "redis-fencing itself; choose another name"
+        )
+    return name
+
+
+def validate_resource(resource: object) -> str:
+    """Return ``resource`` if it is a usable ownership resource string, else raise."""
+    if not isinstance(resource, str):
+        raise InvalidArgumentType(
+            f"resource must be a str, got {type(resource).__name__}: "
+            "pass a name such as 'orders/0'"
+        )
+    if not resource:
+        raise InvalidName("resource must not be empty: pass a name such as 'orders/0'")
+    if len(resource) > MAX_RESOURCE_LENGTH:
+        raise InvalidName(
+            f"resource is {len(resource)} characters long; the limit is {MAX_RESOURCE_LENGTH}: "
+            "use a shorter identifier (a hash of a long one, say)"
+        )
+    if "\x00" in resource:
+        raise InvalidName("resource must not contain NUL characters")
+    return resource
+
+
+def validate_label(kind: str, label: object) -> str:
+    """Return a human label (owner_id, member_id, candidate_id) if usable, else raise."""
+    if not isinstance(label, str):
+        raise InvalidArgumentType(
+            f"{kind} must be a str, got {type(label).__name__}: pass a label such as 'host-a'"
+        )
+    if not label or label.isspace():
+        raise InvalidName(
+            f"{kind} must not be empty: pass a label for people and logs, such as the host name"
+        )
+    if len(label) > MAX_LABEL_LENGTH:
+        raise InvalidName(
+            f"{kind} is {len(label)} characters long; the limit is {MAX_LABEL_LENGTH}"
+        )
+    if any(ch in label for ch in "\x00\r\n"):
+        raise InvalidName(f"{kind} must not contain NUL or line breaks: {label!r}")
+    return label
+
+
+def encode_resource(resource: str) -> str:
+    """Percent-encode every character outside ``[A-Za-z0-9._/-]`` (as UTF-8 bytes).
+
+    >>> encode_resource("orders/0")
+    'orders/0'
+    >>> encode_resource("a{b}:c")
+    'a%7Bb%7D%3Ac'
+    """
+    if all(ch in _RESOURCE_SAFE for ch in resource):
+        return resource
+    out: list[str] = []
+    for ch in resource:
+        if ch in _RESOURCE_SAFE:
+            out.append(ch)
+        else:
+            out.extend(f"%{byte:02X}" for byte in ch.encode("utf-8"))
+    return "".join(out)
+
+
+def decode_resource(encoded: str) -> str:
+    """Invert :func:`encode_resource`."""
+    if "%" not in encoded:
+        return encoded
+    raw = bytearray()
+    i = 0
+    while i < len(encoded):
+        ch = encoded[i]
+        if ch == "%":
+            raw.append(int(encoded[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            raw.extend(ch.encode("ascii"))
+            i += 1
+    return raw.decode("utf-8")
+
+
+class Keys:
+    """Builds the keys and channels of one namespace.
+
+    >>> Keys("fencing").ownership("journal", "orders/0")
+    'fencing:{orders/0}:own:journal'
+    """
+
+    __slots__ = ("namespace", "_prefix")
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = validate_name("namespace", namespace)
+        self._prefix = namespace + ":"
+
+    @staticmethod
+    def tag(resource: str) -> str:
+        """The hash tag of a resource: ``{<encoded resource>}``."""
+        return "{" + encode_resource(resource) + "}"
+
+    def ownership(self, group: str, resource: str) -> str:
+        """The hash holding the ownership row of (group, resource)."""
+        return f"{self._prefix}{self.tag(resource)}:own:{group}"
+
+    def released_channel(self, group: str, resource: str) -> str:
+        """The channel told when (group, resource) is released."""
+        return self.ownership(group, resource) + ":released"
+
+    def session_channel_prefix(self) -> str:
+        """The prefix of per-session channels; a script appends the session id."""
+        return f"{self._prefix}session:"
+
+    def session_channel(self, session: str) -> str:
+        """The channel told when a grant of ``session`` is severed."""
+        return self.session_channel_prefix() + session
+
+
+def slot_of(key: str) -> int:
+    """The Redis Cluster hash slot of a key (honours hash tags)."""
+    return int(key_slot(key.encode("utf-8")))

@@ -1,0 +1,104 @@
+"""Loads the Lua scripts shipped in ``lua/``.
+
+Each atomic operation is one file ``<name>-<NKEYS>.lua``. Lines ``--- @include "x"`` pull in
+``include/x.lua`` (once per script, however often named), and the generated error-code
+table of :mod:`fencing.codes` is put in front, so every script sees ``E.<CODE>``. A script
+that names a code missing from the table is refused at load time.
+
+In a wheel the scripts live in ``fencing/lua``; in a source checkout, in the top-level
+``lua/`` folder beside the package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from .codes import CODES, lua_table
+
+_FILE_RE = re.compile(r"(?P<name>[a-z][a-z0-9_]*)-(?P<nkeys>\d+)\.lua")
+_INCLUDE_RE = re.compile(r'^--- @include "(?P<name>[a-z_]+)"\s*$', re.MULTILINE)
+_CODE_USE_RE = re.compile(r"\bE\.([A-Z_]+)\b")
+
+
+@dataclass(frozen=True, slots=True)
+class LuaScript:
+    """One loaded script: its name, the number of keys it takes, its full source."""
+
+    name: str
+    nkeys: int
+    source: str
+
+    @property
+    def sha1(self) -> str:
+        """The SHA1 that EVALSHA uses for this script."""
+        return hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+
+    def check_keys(self, keys: tuple[str, ...] | list[str]) -> None:
+        """Refuse a call whose key count differs from the one in the file name."""
+        if len(keys) != self.nkeys:
+            raise AssertionError(
+                f"script {self.name} takes {self.nkeys} keys, got {len(keys)}: {keys!r}"
+            )
+
+
+def lua_dir() -> Traversable:
+    """The folder holding the scripts: packaged ``fencing/lua`` or the checkout's ``lua/``."""
+    packaged = resources.files("fencing") / "lua"
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parent.parent / "lua"
+    if checkout.is_dir():
+        return checkout
+    raise FileNotFoundError(
+        "redis-fencing cannot find its Lua scripts (fencing/lua in the wheel, lua/ in a "
+        "checkout): reinstall the package"
+    )
+
+
+def _resolve_includes(text: str, folder: Traversable, seen: set[str]) -> str:
+    def include(match: re.Match[str]) -> str:
+        name = match.group("name")
+        if name in seen:
+            return ""
+        seen.add(name)
+        body = (folder / "include" / f"{name}.lua").read_text(encoding="utf-8")
+        return _resolve_includes(body, folder, seen)
+
+    return _INCLUDE_RE.sub(include, text)
+
+
+def _build(name: str, nkeys: int, text: str, folder: Traversable) -> LuaScript:
+    body = _resolve_includes(text, folder, set())
+    unknown = sorted(set(_CODE_USE_RE.findall(body)) - set(CODES))
+    if unknown:
+        raise ValueError(f"script {name} uses error codes missing from fencing.codes: {unknown}")
+    return LuaScript(name=name, nkeys=nkeys, source=lua_table() + body)
+
+
+@cache
+def load_scripts() -> dict[str, LuaScript]:
+    """Every script in the Lua folder, by name (``claim``, ``renew``, ...)."""
+    folder = lua_dir()
+    scripts: dict[str, LuaScript] = {}
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        match = _FILE_RE.fullmatch(entry.name)
+        if match is None:
+            continue
+        name = match.group("name")
+        if name in scripts:
+            raise ValueError(f"two Lua scripts are named {name!r}")
+        scripts[name] = _build(
+            name, int(match.group("nkeys")), entry.read_text(encoding="utf-8"), folder
+        )
+    return scripts
+
+
+def script(name: str) -> LuaScript:
+    """One script by name."""
+    return load_scripts()[name]

@@ -1,0 +1,37 @@
+"""Binding handles to the process that opened them.
+
+A handle's identity is its session. If a forked child or an unpickled copy could use it,
+two processes would act as one holder and the single-writer guarantee would be gone, so
+both are refused.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NoReturn
+
+from .errors import ProcessBoundError
+
+
+class ProcessBound:
+    """Mixin: remembers the opening process; refuses pickling and use after fork."""
+
+    __slots__ = ()
+    _pid: int
+
+    def _bind_process(self) -> None:
+        self._pid = os.getpid()
+
+    def _check_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise ProcessBoundError(
+                f"this {type(self).__name__} was opened in process {self._pid} and cannot be "
+                f"used from process {os.getpid()} (after fork): its session would be shared. "
+                "Open a new handle in this process"
+            )
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise ProcessBoundError(
+            f"a {type(self).__name__} cannot be pickled or copied: its session identifies one "
+            "holder in one process. Pass the parameters instead and open a handle where needed"
+        )

@@ -1,0 +1,11 @@
+"""The protocol layer: builds script calls and parses their replies. No I/O here.
+
+For each atomic operation a function returns a :class:`~fencing.protocol.base.ScriptCall`:
+the script, its keys and arguments, how to parse the reply, and how to turn an error reply
+into a typed exception. The sync driver (:mod:`fencing.driver`) and an asyncio driver only
+execute calls, so both share every rule written here.
+"""
+
+from .base import ErrorReply, ScriptCall, parse_error_reply
+
+__all__ = ["ErrorReply", "ScriptCall", "parse_error_reply"]

@@ -1,0 +1,77 @@
+"""Script calls and error replies, shared by every operation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from ..codes import CODES
+from ..errors import FencingError, WrongKeyType
+from ..lua_loader import LuaScript
+
+T = TypeVar("T")
+
+ScriptArg = str | int | bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReply:
+    """A library error reply from a script: its code and named fields."""
+
+    code: str
+    fields: dict[str, str]
+    message: str
+
+    def int(self, name: str) -> int:
+        """A field as an integer."""
+        return int(self.fields[name])
+
+
+def parse_error_reply(message: str) -> ErrorReply | None:
+    """Parse ``"<CODE> <field> ..."``; None when the message is not one of the library's.
+
+    >>> parse_error_reply("FENCED 3 4 host-b").fields
+    {'token': '3', 'holder_token': '4', 'holder_label': 'host-b'}
+    """
+    code, _, rest = message.partition(" ")
+    spec = CODES.get(code)
+    if spec is None:
+        return None
+    n = len(spec.fields)
+    values = rest.split(" ", n - 1) if n else []
+    values += [""] * (n - len(values))
+    return ErrorReply(code=code, fields=dict(zip(spec.fields, values)), message=message)
+
+
+def generic_error(reply: ErrorReply) -> FencingError:
+    """The exception for codes that mean the same whatever the operation."""
+    if reply.code == "WRONG_TYPE":
+        key = reply.fields["key"]
+        key_type = reply.fields["key_type"]
+        return WrongKeyType(
+            f"key {key!r} holds a Redis {key_type}, not what redis-fencing keeps there: "
+            "another program uses this name; choose another namespace or remove that key",
+            key=key,
+            key_type=key_type,
+        )
+    return FencingError(f"unexpected reply from a redis-fencing script: {reply.message}")
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptCall(Generic[T]):
+    """One script invocation, ready for a driver to execute.
+
+    ``mutating`` says whether the script may write: a driver that loses the reply of a
+    mutating call cannot know whether it was applied.
+    """
+
+    script: LuaScript
+    keys: tuple[str, ...]
+    args: tuple[ScriptArg, ...]
+    parse: Callable[[Any], T]
+    error: Callable[[ErrorReply], FencingError]
+    mutating: bool = True
+
+    def __post_init__(self) -> None:
+        self.script.check_keys(self.keys)

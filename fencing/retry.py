@@ -1,0 +1,57 @@
+"""The library's own bounded retries (redis-py's are turned off).
+
+A call is retried on connection errors and timeouts with exponential backoff and jitter,
+and stops early enough that the whole budget of a call stays below the lease it protects:
+the budget is spent before the next attempt would start, and each attempt is bounded by a
+socket timeout below ttl/3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis.exceptions
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_before_delay,
+    wait_random_exponential,
+)
+
+#: Errors after which the same request may be sent again.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryBudget:
+    """How long and how often one call may be retried.
+
+    ``timeout`` bounds each attempt (socket and connect timeouts); ``deadline`` bounds the
+    whole call including backoff sleeps.
+
+    >>> RetryBudget.for_ttl(9.0).timeout
+    2.25
+    """
+
+    timeout: float
+    deadline: float
+    attempts: int = 5
+
+    @classmethod
+    def for_ttl(cls, ttl: float, *, cap: float = 5.0) -> RetryBudget:
+        """A budget safe for a lease of ``ttl`` seconds: attempts of ttl/4, in ttl/2 overall."""
+        timeout = min(cap, ttl / 4.0)
+        return cls(timeout=round(timeout, 3), deadline=ttl / 2.0)
+
+    def retrying(self) -> Retrying:
+        """A tenacity engine for this budget (re-raises the last error when it gives up)."""
+        return Retrying(
+            retry=retry_if_exception_type(TRANSIENT_ERRORS),
+            stop=stop_after_attempt(self.attempts) | stop_before_delay(self.deadline),
+            wait=wait_random_exponential(multiplier=0.02, max=max(0.02, self.deadline / 4)),
+            reraise=True,
+        )

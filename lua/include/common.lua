@@ -1,0 +1,30 @@
+--[[
+  Helpers shared by every script. Included at load time by fencing/lua_loader.py, after the
+  generated error-code table E (from fencing/codes.py).
+]]
+
+-- Fail with "<CODE> <field> ...": protocol.py turns this into the typed exception.
+local function fail(code, ...)
+  local parts = {code}
+  for i = 1, select('#', ...) do
+    parts[#parts + 1] = tostring(select(i, ...))
+  end
+  return redis.error_reply(table.concat(parts, ' '))
+end
+
+-- Server time in milliseconds (G7: leases are judged by the server's clock only).
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The Redis type of a key ('none' when missing).
+local function key_type(key)
+  return redis.call('TYPE', key)['ok']
+end
+
+-- Publish without ever failing the script: a missing pub/sub permission must not undo a
+-- grant that already happened. Always the last thing a script does.
+local function notify(channel, message)
+  redis.pcall('PUBLISH', channel, message)
+end

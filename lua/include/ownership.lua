@@ -1,0 +1,53 @@
+--[[
+  Reading one row of the ownership table (seed 000, DESIGN section 4) and the G9 checks
+  every fenced call makes. Needs common.lua.
+
+  Row fields: inc (incarnation), session, label, gen (generation G), token (T),
+  expires (lease expiry, server ms).
+]]
+
+-- Returns the row as a table, or nil when the key does not exist, or an error reply.
+local function load_row(key)
+  local t = key_type(key)
+  if t == 'none' then
+    return nil
+  end
+  if t ~= 'hash' then
+    return nil, fail(E.WRONG_TYPE, t, key)
+  end
+  local v = redis.call('HMGET', key, 'inc', 'session', 'label', 'gen', 'token', 'expires')
+  return {
+    inc = v[1] or '',
+    session = v[2] or '',
+    label = v[3] or '',
+    gen = tonumber(v[4] or '0'),
+    token = tonumber(v[5] or '0'),
+    expires = tonumber(v[6] or '0'),
+  }
+end
+
+-- G9: the handle saw incarnation seen_inc and token seen_token ('' and 0 when it saw none).
+-- Returns an error reply when the store went backwards, else nil.
+local function check_history(row, seen_inc, seen_token)
+  if seen_inc == '' then
+    return nil
+  end
+  if row == nil then
+    return fail(E.STATE_LOST, 'missing', seen_inc, '-')
+  end
+  if row.inc ~= seen_inc then
+    return fail(E.STATE_LOST, 'incarnation', seen_inc, row.inc)
+  end
+  if row.token < seen_token then
+    return fail(E.STATE_LOST, 'token', seen_token, row.token)
+  end
+  return nil
+end
+
+-- The fenced-call check: the caller's (session, token) must be the stored ones.
+local function check_holder(row, session, token)
+  if row.session ~= session or row.token ~= token then
+    return fail(E.FENCED, token, row.token, row.label)
+  end
+  return nil
+end
