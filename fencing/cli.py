@@ -13,6 +13,7 @@ from . import __version__
 from .client import Client
 from .errors import FencingError
 from .keys import decode_resource
+from .text import text
 
 
 def _owners(args: argparse.Namespace) -> int:
@@ -22,9 +23,9 @@ def _owners(args: argparse.Namespace) -> int:
     r = client._driver(client._budget_default()).redis
     rows = []
     for key in sorted(r.scan_iter(match=pattern, count=500)):
-        text = key.decode()
-        resource = decode_resource(text[len(keys.namespace) + 2 : text.rindex("}:own:")])
-        row = {k.decode(): v.decode() for k, v in r.hgetall(key).items()}
+        name = text(key)
+        resource = decode_resource(name[len(keys.namespace) + 2 : name.rindex("}:own:")])
+        row = {text(k): text(v) for k, v in r.hgetall(key).items()}
         rows.append({"resource": resource, **row})
     if args.json:
         print(json.dumps(rows, indent=2))

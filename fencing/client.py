@@ -28,6 +28,7 @@ from .notify import Notifier
 from .ownership import Ownership
 from .retry import RetryBudget
 from .settings import FencingSettings
+from .text import text as _text
 
 # Connection kwargs tied to the original pool's runtime state: never copied to a clone.
 _POOL_BOUND_KWARGS = ("maint_notifications_pool_handler", "maint_notifications_config")
@@ -168,8 +169,7 @@ class Client:
                     f"(CONFIG GET refused: {exc}). Make sure it is 'noeviction', then pass "
                     "allow_eviction=True (or FENCING_ALLOW_EVICTION=1) to skip this check"
                 ) from exc
-            policy = reply.get("maxmemory-policy", reply.get(b"maxmemory-policy"))
-            value = policy.decode() if isinstance(policy, bytes) else str(policy)
+            value = _text(_config_value(reply, "maxmemory-policy"))
             if value != "noeviction":
                 raise ConfigurationError(
                     f"the Redis server's maxmemory-policy is {value!r}: an eviction would "
@@ -207,3 +207,10 @@ class Client:
         kw = self._base.connection_pool.connection_kwargs
         where = kw.get("path") or f"{kw.get('host')}:{kw.get('port')}"
         return f"<fencing.Client {where} namespace={self.namespace!r}>"
+
+
+def _config_value(reply: Any, name: str) -> Any:
+    """A CONFIG GET value, whatever the client's decoding settings."""
+    if not isinstance(reply, dict):
+        return None
+    return reply.get(name, reply.get(name.encode()))

@@ -13,8 +13,8 @@ import threading
 from typing import Any, TypeVar
 
 import redis
-import redis.commands.core
 import redis.exceptions
+from redis.commands.core import Script
 
 from .errors import OutcomeUnknown, Unavailable
 from .protocol.base import ScriptCall, parse_error_reply
@@ -28,7 +28,7 @@ class SyncDriver:
 
     def __init__(self, client: redis.Redis) -> None:
         self._client = client
-        self._scripts: dict[str, redis.commands.core.Script] = {}
+        self._scripts: dict[str, Script] = {}
         self._lock = threading.Lock()
 
     @property
@@ -36,7 +36,7 @@ class SyncDriver:
         """The redis-py client this driver uses (retries off, bounded timeouts)."""
         return self._client
 
-    def _script(self, call: ScriptCall[Any]) -> redis.commands.core.Script:
+    def _script(self, call: ScriptCall[Any]) -> Script:
         registered = self._scripts.get(call.script.name)
         if registered is None:
             with self._lock:

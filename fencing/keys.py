@@ -30,7 +30,9 @@ NAME_RE: Final = re.compile(r"[A-Za-z0-9._-]{1,200}")
 RESERVED_PREFIX: Final = "__"
 MAX_RESOURCE_LENGTH: Final = 512
 MAX_LABEL_LENGTH: Final = 256
-_RESOURCE_SAFE: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/-")
+_RESOURCE_SAFE: Final = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/-"
+)
 
 # Library-owned groups of the ownership table.
 PRODUCER_GROUP: Final = "__producer__"
@@ -63,8 +65,7 @@ def validate_resource(resource: object) -> str:
     """Return ``resource`` if it is a usable ownership resource string, else raise."""
     if not isinstance(resource, str):
         raise InvalidArgumentType(
-            f"resource must be a str, got {type(resource).__name__}: "
-            "pass a name such as 'orders/0'"
+            f"resource must be a str, got {type(resource).__name__}: pass a name such as 'orders/0'"
         )
     if not resource:
         raise InvalidName("resource must not be empty: pass a name such as 'orders/0'")
@@ -140,7 +141,7 @@ class Keys:
     'fencing:{orders/0}:own:journal'
     """
 
-    __slots__ = ("namespace", "_prefix")
+    __slots__ = ("_prefix", "namespace")
 
     def __init__(self, namespace: str) -> None:
         self.namespace = validate_name("namespace", namespace)

@@ -18,6 +18,8 @@ import redis
 import redis.client
 import redis.exceptions
 
+from .text import text as _text
+
 log = logging.getLogger(__name__)
 
 Callback = Callable[[bytes | None], None]
@@ -100,15 +102,13 @@ class Notifier:
 
     def _ensure_pubsub(self) -> redis.client.PubSub:
         if self._pubsub is None:
-            self._pubsub = self._client_factory().pubsub(ignore_subscribe_messages=False)
+            self._pubsub = self._client_factory().pubsub(ignore_subscribe_messages=False)  # type: ignore[no-untyped-call]
         return self._pubsub
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, name="fencing-notifier", daemon=True
-            )
+            self._thread = threading.Thread(target=self._run, name="fencing-notifier", daemon=True)
             self._thread.start()
 
     def _remove(self, sub: Subscription) -> None:
@@ -121,7 +121,7 @@ class Notifier:
                 self._confirmed.pop(sub.channel, None)
                 if self._pubsub is not None:
                     try:
-                        self._pubsub.unsubscribe(sub.channel)
+                        self._pubsub.unsubscribe(sub.channel)  # type: ignore[no-untyped-call]
                     except redis.exceptions.RedisError:
                         log.debug("redis-fencing: unsubscribe failed", exc_info=True)
 
@@ -139,7 +139,7 @@ class Notifier:
                     self._stop.wait(_POLL_SECONDS)
                     continue
                 message = pubsub.get_message(timeout=_POLL_SECONDS)
-            except (redis.exceptions.RedisError, OSError, ValueError, AttributeError):
+            except Exception:  # a closed or broken connection: reconnect unless stopping
                 if self._stop.is_set():
                     return
                 self._reconnect()
@@ -186,20 +186,18 @@ class Notifier:
     def close(self) -> None:
         """Stop the listener and drop the connection."""
         self._stop.set()
+        with self._lock:
+            pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            # Shuts the socket down, which also ends a read the listener is blocked in.
+            try:
+                pubsub.close()
+            except Exception:
+                log.debug("redis-fencing: closing pubsub failed", exc_info=True)
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=2 * _POLL_SECONDS + 1)
         with self._lock:
-            if self._pubsub is not None:
-                try:
-                    self._pubsub.close()
-                except Exception:
-                    log.debug("redis-fencing: closing pubsub failed", exc_info=True)
-                self._pubsub = None
             self._subs.clear()
             self._confirmed.clear()
             self._thread = None
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else value

@@ -94,9 +94,7 @@ def _timeout(timeout: object) -> float | None:
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise InvalidArgumentType(
-            f"timeout must be None or seconds, got {type(timeout).__name__}"
-        )
+        raise InvalidArgumentType(f"timeout must be None or seconds, got {type(timeout).__name__}")
     if not math.isfinite(timeout) or timeout < 0:
         raise InvalidArgument(f"timeout must be None or >= 0 seconds, got {timeout!r}")
     return float(timeout)
@@ -345,8 +343,7 @@ class Ownership(ProcessBound):
         if lost is not None:
             raise lost
         raise InvalidArgument(
-            f"this handle holds no grant on {resource!r} in group {self.group!r}: "
-            "claim it first"
+            f"this handle holds no grant on {resource!r} in group {self.group!r}: claim it first"
         )
 
     def _claim_one(

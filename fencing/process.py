@@ -16,7 +16,6 @@ from .errors import ProcessBoundError
 class ProcessBound:
     """Mixin: remembers the opening process; refuses pickling and use after fork."""
 
-    __slots__ = ()
     _pid: int
 
     def _bind_process(self) -> None:

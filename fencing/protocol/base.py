@@ -41,7 +41,9 @@ def parse_error_reply(message: str) -> ErrorReply | None:
     n = len(spec.fields)
     values = rest.split(" ", n - 1) if n else []
     values += [""] * (n - len(values))
-    return ErrorReply(code=code, fields=dict(zip(spec.fields, values)), message=message)
+    return ErrorReply(
+        code=code, fields=dict(zip(spec.fields, values, strict=True)), message=message
+    )
 
 
 def generic_error(reply: ErrorReply) -> FencingError:

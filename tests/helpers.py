@@ -1,0 +1,34 @@
+"""Small helpers shared by tests: polling with a deadline, reading server time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import redis
+
+T = TypeVar("T")
+
+
+def wait_until(predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.01) -> T:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
+def server_ms(r: redis.Redis) -> int:
+    """The server's clock in milliseconds (the only clock leases are judged by)."""
+    seconds, micros = r.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def wait_server_past(r: redis.Redis, deadline_ms: int, timeout: float = 10.0) -> None:
+    """Wait until the server's clock is past ``deadline_ms``."""
+    wait_until(lambda: server_ms(r) > deadline_ms, timeout=timeout)
