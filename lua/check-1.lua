@@ -14,7 +14,10 @@
 --- @include "ownership"
 
 local key = KEYS[1]
-local session, token = ARGV[1], tonumber(ARGV[2])
+local session, token = ARGV[1], int_arg(ARGV[2])
+if token == nil then
+  return fail(E.BAD_ARGUMENT, 'token', ARGV[2])
+end
 local seen_inc = ARGV[3]
 
 local row, bad = load_row(key)

@@ -26,12 +26,15 @@
 
 local key = KEYS[1]
 local session, label, gen_arg = ARGV[1], ARGV[2], ARGV[3]
-local ttl_ms = tonumber(ARGV[4])
-local new_inc, seen_inc, seen_token = ARGV[5], ARGV[6], tonumber(ARGV[7])
+local ttl_ms = int_arg(ARGV[4])
+local new_inc, seen_inc, seen_token = ARGV[5], ARGV[6], int_arg(ARGV[7])
 local session_ch = ARGV[8]
 
 if ttl_ms == nil or ttl_ms <= 0 then
   return fail(E.BAD_ARGUMENT, 'ttl_ms', ARGV[4])
+end
+if seen_token == nil then
+  return fail(E.BAD_ARGUMENT, 'seen_token', ARGV[7])
 end
 
 local row, bad = load_row(key)
@@ -57,7 +60,7 @@ if gen_arg == '' then
     new_gen = row.gen + 1
   end
 else
-  local g = tonumber(gen_arg)
+  local g = int_arg(gen_arg)
   if g == nil or g < 0 then
     return fail(E.BAD_ARGUMENT, 'generation', gen_arg)
   end

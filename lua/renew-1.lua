@@ -15,8 +15,11 @@
 --- @include "ownership"
 
 local key = KEYS[1]
-local session, token = ARGV[1], tonumber(ARGV[2])
-local ttl_ms = tonumber(ARGV[3])
+local session, token = ARGV[1], int_arg(ARGV[2])
+if token == nil then
+  return fail(E.BAD_ARGUMENT, 'token', ARGV[2])
+end
+local ttl_ms = int_arg(ARGV[3])
 local seen_inc = ARGV[4]
 
 if ttl_ms == nil or ttl_ms <= 0 then

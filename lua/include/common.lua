@@ -12,6 +12,15 @@ local function fail(code, ...)
   return redis.error_reply(table.concat(parts, ' '))
 end
 
+-- An integer argument, or nil when the argument is not a whole number.
+local function int_arg(value)
+  local n = tonumber(value)
+  if n == nil or n ~= math.floor(n) then
+    return nil
+  end
+  return n
+end
+
 -- Server time in milliseconds (G7: leases are judged by the server's clock only).
 local function now_ms()
   local t = redis.call('TIME')

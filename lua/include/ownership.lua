@@ -44,10 +44,15 @@ local function check_history(row, seen_inc, seen_token)
   return nil
 end
 
--- The fenced-call check: the caller's (session, token) must be the stored ones.
+-- The fenced-call check: the caller's (session, token) must be the stored ones. The label
+-- names the current holder; it is empty when nobody holds the resource (released).
 local function check_holder(row, session, token)
   if row.session ~= session or row.token ~= token then
-    return fail(E.FENCED, token, row.token, row.label)
+    local holder = row.label
+    if row.session == '' then
+      holder = ''
+    end
+    return fail(E.FENCED, token, row.token, holder)
   end
   return nil
 end
