@@ -35,11 +35,16 @@ from .errors import (
     StateLost,
     Unavailable,
     UnknownProducerId,
+    UnknownTopic,
     WrongKeyType,
 )
 from .grant import Grant
 from .ownership import Ownership
+from .producer import AccessMode, Producer
+from .reader import Reader
+from .record import Record, RecordMetadata
 from .settings import FencingSettings
+from .topic import Topic
 
 try:
     __version__ = version("redis-fencing")
@@ -47,6 +52,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
     __version__ = "0+unknown"
 
 __all__ = [
+    "AccessMode",
     "Client",
     "ConfigurationError",
     "DuplicateSequence",
@@ -65,13 +71,19 @@ __all__ = [
     "Ownership",
     "OwnershipConflict",
     "ProcessBoundError",
+    "Producer",
     "ProducerBusy",
     "ProducerFenced",
+    "Reader",
+    "Record",
+    "RecordMetadata",
     "RecordTooLarge",
     "StaleGeneration",
     "StateLost",
+    "Topic",
     "Unavailable",
     "UnknownProducerId",
+    "UnknownTopic",
     "WrongKeyType",
     "__version__",
 ]

@@ -20,7 +20,7 @@ def _owners(args: argparse.Namespace) -> int:
     client = Client.from_url(args.url, namespace=args.namespace, allow_eviction=True)
     keys = client.keys
     pattern = f"{keys.namespace}:{{*}}:own:{args.group}"
-    r = client._driver(client._budget_default()).redis
+    r = client._driver(client._budget_default().timeout).redis
     rows = []
     for key in sorted(r.scan_iter(match=pattern, count=500)):
         name = text(key)

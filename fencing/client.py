@@ -22,13 +22,15 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from .driver import SyncDriver
-from .errors import ConfigurationError, InvalidArgumentType, Unavailable
+from .errors import ConfigurationError, InvalidArgumentType, OutcomeUnknown, Unavailable
 from .keys import Keys
 from .notify import Notifier
 from .ownership import Ownership
-from .retry import RetryBudget
+from .record import DEFAULT_LIMITS
+from .retry import TRANSIENT_ERRORS, RetryBudget
 from .settings import FencingSettings
 from .text import text as _text
+from .topic import Topic
 
 # Connection kwargs tied to the original pool's runtime state: never copied to a clone.
 _POOL_BOUND_KWARGS = ("maint_notifications_pool_handler", "maint_notifications_config")
@@ -116,7 +118,46 @@ class Client:
         """
         return Ownership(self, group, owner_id, ttl)
 
+    def topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        *,
+        max_len: int | None = None,
+        max_record_bytes: int = DEFAULT_LIMITS.max_record_bytes,
+        max_batch_records: int = DEFAULT_LIMITS.max_batch_records,
+        max_batch_bytes: int = DEFAULT_LIMITS.max_batch_bytes,
+    ) -> Topic:
+        """A topic (created with ``partitions`` partitions on first use). No I/O happens here.
+
+        >>> topic = client.topic("orders", partitions=4)
+        >>> topic.producer().send(b"hello", key=b"user-1").offset      # doctest: +SKIP
+        0
+        """
+        return Topic(
+            self,
+            name,
+            partitions,
+            max_len=max_len,
+            max_record_bytes=max_record_bytes,
+            max_batch_records=max_batch_records,
+            max_batch_bytes=max_batch_bytes,
+        )
+
     # -- internals used by handles ----------------------------------------------------------
+
+    def _allocate_producer_id(self) -> int:
+        """A new producer id from the namespace's counter (ids grow; never reused)."""
+        budget = self._budget_default()
+        self._ensure_safe(budget)
+        r = self._driver(budget.timeout).redis
+        try:
+            for attempt in budget.retrying():
+                with attempt:
+                    return int(r.incr(self.keys.producer_ids()))
+        except TRANSIENT_ERRORS as exc:
+            raise OutcomeUnknown(f"could not allocate a producer id: {exc}") from exc
+        raise AssertionError("unreachable")
 
     def _clone(self, timeout: float, *, pubsub: bool = False) -> redis.Redis:
         pool = self._base.connection_pool
@@ -140,8 +181,8 @@ class Client:
         )
         return redis.Redis(connection_pool=clone)
 
-    def _driver(self, budget: RetryBudget) -> SyncDriver:
-        timeout = min(budget.timeout, self.settings.socket_timeout)
+    def _driver(self, timeout: float) -> SyncDriver:
+        """The driver whose socket timeouts are ``timeout`` seconds (one pool per value)."""
         driver = self._drivers.get(timeout)
         if driver is None:
             with self._lock:
@@ -158,7 +199,7 @@ class Client:
         with self._lock:
             if self._safe_checked:
                 return
-            driver_redis = self._driver(budget).redis
+            driver_redis = self._driver(budget.timeout).redis
             try:
                 reply = driver_redis.config_get("maxmemory-policy")
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
@@ -180,8 +221,13 @@ class Client:
             self._safe_checked = True
 
     def _budget_default(self) -> RetryBudget:
+        """The retry budget of calls that protect no lease (reads, topic metadata)."""
         timeout = self.settings.socket_timeout
         return RetryBudget(timeout=timeout, deadline=2 * timeout)
+
+    def _budget_for_ttl(self, ttl: float) -> RetryBudget:
+        """The retry budget of calls that protect a lease of ``ttl`` seconds."""
+        return RetryBudget.for_ttl(ttl, cap=self.settings.socket_timeout)
 
     @property
     def _notifications(self) -> Notifier:

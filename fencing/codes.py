@@ -53,6 +53,26 @@ CODES: dict[str, CodeSpec] = {
             "coordination state is missing or went backwards",
         ),
         CodeSpec(
+            "UNKNOWN_TOPIC",
+            ("topic",),
+            "the topic does not exist and no partition count was given to create it",
+        ),
+        CodeSpec(
+            "PARTITIONS_MISMATCH",
+            ("stored", "requested"),
+            "the topic exists with another partition count",
+        ),
+        CodeSpec(
+            "OFFSET_MISMATCH",
+            ("expected", "actual"),
+            "expected_offset is not the partition's next offset",
+        ),
+        CodeSpec(
+            "OFFSET_OUT_OF_RANGE",
+            ("requested", "start", "end"),
+            "an offset before the first retained record or past the end",
+        ),
+        CodeSpec(
             "WRONG_TYPE",
             ("key_type", "key"),
             "a key the library owns holds another Redis type",

@@ -17,7 +17,7 @@ import redis.exceptions
 from redis.commands.core import Script
 
 from .errors import OutcomeUnknown, Unavailable
-from .protocol.base import ScriptCall, parse_error_reply
+from .protocol.base import ReadCall, ScriptCall, parse_error_reply
 from .retry import TRANSIENT_ERRORS, RetryBudget
 
 T = TypeVar("T")
@@ -56,6 +56,21 @@ class SyncDriver:
                 raise
             raise call.error(error) from None
         return call.parse(reply)
+
+    def read(self, call: ReadCall[T], budget: RetryBudget) -> T:
+        """Send a read's commands in one pipeline, retrying transient errors within budget."""
+        try:
+            for attempt in budget.retrying():
+                with attempt:
+                    pipe = self._client.pipeline(transaction=False)
+                    for command in call.commands:
+                        pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+                    return call.parse(pipe.execute())
+        except TRANSIENT_ERRORS as exc:
+            raise Unavailable(
+                f"Redis unreachable within the retry budget ({budget.deadline:.3f}s): {exc}"
+            ) from exc
+        raise AssertionError("unreachable: tenacity either returns or raises")
 
     def execute(self, call: ScriptCall[T], budget: RetryBudget) -> T:
         """Run a call, retrying transient errors within ``budget``."""

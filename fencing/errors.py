@@ -7,6 +7,7 @@ attributes. The tree::
     ├── InvalidArgument (ValueError)        bad input, refused before any I/O
     │   ├── InvalidArgumentType (TypeError)  an argument of the wrong type
     │   ├── InvalidName                      a topic, group, namespace or resource name
+    │   ├── UnknownTopic                     a topic that does not exist (and is not created)
     │   └── RecordTooLarge                   a record or batch over the configured limits
     ├── ConfigurationError                   an unsafe server or client setup (eviction, retries)
     ├── ProcessBoundError                    a handle used from a forked child, or pickled
@@ -19,7 +20,7 @@ attributes. The tree::
     ├── StateLost                            coordination state vanished or went backwards (G9)
     ├── ProducerBusy                         the access mode cannot be had right now
     ├── OffsetMismatch                       expected_offset was not the next offset (G3)
-    ├── OffsetOutOfRange                     a read before the log start or past its end
+    ├── OffsetOutOfRange                     an offset before the log start or past its end
     ├── DuplicateSequence                    a sequence range reused by other records (G5)
     ├── OutOfOrderSequence                   a gap in a producer's sequence (G5)
     ├── UnknownProducerId                    producer state expired while a batch was pending
@@ -53,6 +54,7 @@ __all__ = [
     "StateLost",
     "Unavailable",
     "UnknownProducerId",
+    "UnknownTopic",
     "WrongKeyType",
 ]
 
@@ -210,7 +212,24 @@ class OffsetMismatch(FencingError):
 
 
 class OffsetOutOfRange(FencingError):
-    """A read asked for an offset before the log start or past its end."""
+    """An offset before the first retained record or past the end of the partition.
+
+    ``start`` is the first retained offset and ``end`` the next offset to be written.
+    """
+
+    def __init__(self, message: str, *, requested: int, start: int, end: int) -> None:
+        super().__init__(message)
+        self.requested = requested
+        self.start = start
+        self.end = end
+
+
+class UnknownTopic(InvalidArgument):
+    """The topic does not exist; pass ``partitions=`` to create it."""
+
+    def __init__(self, message: str, *, topic: str) -> None:
+        super().__init__(message)
+        self.topic = topic
 
 
 class DuplicateSequence(FencingError):

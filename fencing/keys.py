@@ -5,6 +5,10 @@ Layout (``ns`` is the client's namespace)::
     <ns>:{<resource>}:own:<group>             hash: one row of the ownership table
     <ns>:{<resource>}:own:<group>:released    channel: the resource was released
     <ns>:session:<session>                    channel: a grant of this session was severed
+    <ns>:pids                                 counter: producer ids
+    <ns>:{<topic>}:topic                      hash: topic metadata (partitions, incarnation)
+    <ns>:{<topic>/<p>}:part                   hash: partition metadata (next offset, start...)
+    <ns>:{<topic>/<p>}:log                    stream: the records; entry ID 0-(offset+1)
 
 All keys about one resource share the hash tag ``{<resource>}``, so every script touches
 one slot and runs unchanged on Redis Cluster. A topic partition's tag is
@@ -167,6 +171,32 @@ class Keys:
     def session_channel(self, session: str) -> str:
         """The channel told when a grant of ``session`` is severed."""
         return self.session_channel_prefix() + session
+
+    def producer_ids(self) -> str:
+        """The counter producer ids are drawn from (one per namespace)."""
+        return f"{self._prefix}pids"
+
+    def topic_meta(self, topic: str) -> str:
+        """The hash holding a topic's metadata."""
+        return f"{self._prefix}{self.tag(topic)}:topic"
+
+    def partition(self, topic: str, partition: int) -> PartitionKeys:
+        """The keys of one partition of a topic."""
+        return PartitionKeys(self, topic, partition)
+
+
+class PartitionKeys:
+    """The keys of one topic partition, built once; all share the tag ``{<topic>/<p>}``."""
+
+    __slots__ = ("meta", "partition", "resource", "stream", "topic")
+
+    def __init__(self, keys: Keys, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.resource = f"{topic}/{partition}"
+        tag = keys.tag(self.resource)
+        self.meta = f"{keys.namespace}:{tag}:part"
+        self.stream = f"{keys.namespace}:{tag}:log"
 
 
 def slot_of(key: str) -> int:

@@ -31,7 +31,6 @@ from .keys import slot_of, validate_label, validate_name, validate_resource
 from .notify import Subscription
 from .process import ProcessBound
 from .protocol.ownership import Seen, Target
-from .retry import RetryBudget
 
 if TYPE_CHECKING:
     from .client import Client
@@ -134,7 +133,7 @@ class Ownership(ProcessBound):
         #: Set when a notification says one of this handle's grants was severed.
         self.severed = threading.Event()
         self._ttl_ms = max(1, round(self.ttl * 1000))
-        self._budget = RetryBudget.for_ttl(self.ttl)
+        self._budget = client._budget_for_ttl(self.ttl)
         self._lock = threading.RLock()
         self._targets: dict[str, Target] = {}
         self._grants: dict[str, Grant] = {}
@@ -314,7 +313,7 @@ class Ownership(ProcessBound):
             self._client._ensure_safe(self._budget)
 
     def _driver(self) -> SyncDriver:
-        return self._client._driver(self._budget)
+        return self._client._driver(self._budget.timeout)
 
     def _target(self, resource: str) -> Target:
         target = self._targets.get(resource)

@@ -77,3 +77,19 @@ class ScriptCall(Generic[T]):
 
     def __post_init__(self) -> None:
         self.script.check_keys(self.keys)
+
+
+Command = tuple[ScriptArg, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadCall(Generic[T]):
+    """Plain commands sent in one pipeline (one round trip), and how to parse the replies.
+
+    For reads that need no script; ``blocking_ms`` says how long the last command may block
+    on the server, so the driver can give the socket that much more time.
+    """
+
+    commands: tuple[Command, ...]
+    parse: Callable[[list[Any]], T]
+    blocking_ms: int = 0

@@ -1,0 +1,321 @@
+"""Script calls and reads of topics and partitions (seed 001, G3, G4, G6, G9). No I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import (
+    FencingError,
+    InvalidArgument,
+    OffsetMismatch,
+    OffsetOutOfRange,
+    StateLost,
+    UnknownTopic,
+)
+from ..keys import PartitionKeys
+from ..lua_loader import script
+from ..record import Record, decode_headers, encode_headers
+from ..text import text
+from .base import Command, ErrorReply, ReadCall, ScriptArg, ScriptCall, generic_error
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """A topic_open reply."""
+
+    incarnation: str
+    partitions: int
+    ready: bool
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """A partition_open reply, or what a read saw of the partition."""
+
+    incarnation: str
+    next_offset: int
+    start_offset: int
+    max_len: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """An append reply: offsets first .. first + count - 1, at server time timestamp_ms."""
+
+    first_offset: int
+    timestamp_ms: int
+    start_offset: int
+
+
+def _state_lost(where: str, key: str, reply: ErrorReply) -> StateLost:
+    reason = reply.fields["reason"]
+    what = {
+        "missing": "is gone",
+        "incarnation": "was recreated (another incarnation)",
+        "offset": (
+            f"went backwards (next offset {reply.fields['found']}, this handle saw "
+            f"{reply.fields['seen']})"
+        ),
+        "stream": "lost its records (the stream key is gone)",
+        "topic": "belongs to another incarnation of its topic",
+    }.get(reason, reason)
+    return StateLost(
+        f"{where} {what}: the Redis server lost writes (FLUSHALL, restart without "
+        "persistence, eviction or a failover). Nothing was written. Check persistence and "
+        "maxmemory-policy noeviction, then open the topic again",
+        reason=reason,
+        key=key,
+    )
+
+
+def _topic_errors(topic: str, key: str) -> Any:
+    def convert(reply: ErrorReply) -> FencingError:
+        if reply.code == "UNKNOWN_TOPIC":
+            return UnknownTopic(
+                f"topic {topic!r} does not exist: create it with "
+                f"client.topic({topic!r}, partitions=N)",
+                topic=topic,
+            )
+        if reply.code == "PARTITIONS_MISMATCH":
+            return InvalidArgument(
+                f"topic {topic!r} exists with {reply.fields['stored']} partitions, not "
+                f"{reply.fields['requested']}: the count is fixed at creation; pass "
+                f"partitions={reply.fields['stored']} or None"
+            )
+        if reply.code == "STATE_LOST":
+            return _state_lost(f"topic {topic!r}", key, reply)
+        return generic_error(reply)
+
+    return convert
+
+
+def _partition_errors(pk: PartitionKeys) -> Any:
+    where = f"partition {pk.partition} of topic {pk.topic!r}"
+
+    def convert(reply: ErrorReply) -> FencingError:
+        if reply.code == "OFFSET_MISMATCH":
+            expected, actual = reply.int("expected"), reply.int("actual")
+            return OffsetMismatch(
+                f"{where}: expected offset {expected} but the next offset is {actual}; "
+                "nothing was written. Read up to the end, then retry with "
+                f"expected_offset={actual} if the batch still applies",
+                expected=expected,
+                actual=actual,
+            )
+        if reply.code == "OFFSET_OUT_OF_RANGE":
+            return out_of_range(pk, reply.int("requested"), reply.int("start"), reply.int("end"))
+        if reply.code == "STATE_LOST":
+            return _state_lost(where, pk.meta, reply)
+        return generic_error(reply)
+
+    return convert
+
+
+def out_of_range(pk: PartitionKeys, requested: int, start: int, end: int) -> OffsetOutOfRange:
+    """The OffsetOutOfRange error of a partition."""
+    return OffsetOutOfRange(
+        f"offset {requested} is out of range for partition {pk.partition} of topic "
+        f"{pk.topic!r}: it holds offsets {start} to {end - 1} (next offset {end}); use "
+        "'earliest', 'latest' or an offset in that range",
+        requested=requested,
+        start=start,
+        end=end,
+    )
+
+
+def topic_open(
+    key: str, topic: str, *, partitions: int | None, new_incarnation: str, seen: str
+) -> ScriptCall[TopicInfo]:
+    """Open (and on first use create) a topic's metadata."""
+
+    def parse(reply: list[Any]) -> TopicInfo:
+        inc, n, ready, created = reply
+        return TopicInfo(text(inc), int(n), int(ready) == 1, int(created) == 1)
+
+    return ScriptCall(
+        script=script("topic_open"),
+        keys=(key,),
+        args=("" if partitions is None else partitions, new_incarnation, seen),
+        parse=parse,
+        error=_topic_errors(topic, key),
+    )
+
+
+def topic_ready(key: str, topic: str, incarnation: str) -> ScriptCall[bool]:
+    """Mark a topic whose partitions are all initialised."""
+    return ScriptCall(
+        script=script("topic_ready"),
+        keys=(key,),
+        args=(incarnation,),
+        parse=lambda reply: int(reply) == 1,
+        error=_topic_errors(topic, key),
+    )
+
+
+def partition_open(
+    pk: PartitionKeys,
+    *,
+    topic_incarnation: str,
+    new_incarnation: str,
+    create: bool,
+    seen: str,
+    max_len: int | None,
+) -> ScriptCall[PartitionInfo]:
+    """Open (and while the topic is being created, create) a partition's metadata."""
+
+    def parse(reply: list[Any]) -> PartitionInfo:
+        inc, nxt, start, max_len = reply
+        return PartitionInfo(text(inc), int(nxt), int(start), int(max_len))
+
+    return ScriptCall(
+        script=script("partition_open"),
+        keys=(pk.meta,),
+        args=(
+            topic_incarnation,
+            new_incarnation,
+            1 if create else 0,
+            seen,
+            "" if max_len is None else max_len,
+        ),
+        parse=parse,
+        error=_partition_errors(pk),
+    )
+
+
+def append(
+    pk: PartitionKeys,
+    records: Sequence[Record],
+    *,
+    incarnation: str,
+    seen_next: int,
+    expected_offset: int | None,
+    producer_id: str,
+    epoch: int,
+) -> ScriptCall[Appended]:
+    """Append a batch to one partition, all or nothing."""
+    layout: list[str] = []
+    args: list[ScriptArg] = [
+        incarnation,
+        seen_next,
+        "" if expected_offset is None else expected_offset,
+        producer_id,
+        epoch,
+        "",  # the layout, filled in below
+    ]
+    for record in records:
+        args.append(record.value)
+        shape = 0
+        if record.key is not None:
+            args.append(record.key)
+            shape = 1
+        if record.headers:
+            args.append(encode_headers(record.headers))
+            shape += 2
+        layout.append("0123"[shape])
+    args[5] = "".join(layout)
+    return ScriptCall(
+        script=script("append"),
+        keys=(pk.meta, pk.stream),
+        args=tuple(args),
+        parse=_appended,
+        error=_partition_errors(pk),
+    )
+
+
+def _appended(reply: list[Any]) -> Appended:
+    first, ts, start = reply
+    return Appended(int(first), int(ts), int(start))
+
+
+def trim(pk: PartitionKeys, *, incarnation: str, before_offset: int) -> ScriptCall[PartitionInfo]:
+    """Drop records before an offset (retention)."""
+
+    def parse(reply: list[Any]) -> PartitionInfo:
+        start, nxt = reply
+        return PartitionInfo(incarnation, int(nxt), int(start))
+
+    return ScriptCall(
+        script=script("trim"),
+        keys=(pk.meta, pk.stream),
+        args=(incarnation, before_offset),
+        parse=parse,
+        error=_partition_errors(pk),
+    )
+
+
+# -- reads: plain commands in one pipeline --------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A read's reply: the partition as it was, and the records from the asked offset."""
+
+    partition: PartitionInfo | None
+    records: list[Record]
+
+
+def offset_id(offset: int) -> str:
+    """The stream ID of an offset (G6: offset o is entry 0-(o+1))."""
+    return f"0-{offset + 1}"
+
+
+def read(pk: PartitionKeys, offset: int, count: int, *, block_ms: int = 0) -> ReadCall[Batch]:
+    """Read up to ``count`` records from ``offset``; with ``block_ms``, wait for new ones."""
+    meta: Command = ("HMGET", pk.meta, "inc", "next", "start")
+    fetch: Command
+    if block_ms > 0:
+        # Entries with an ID above 0-offset are the records at offsets >= offset.
+        fetch = ("XREAD", "COUNT", count, "BLOCK", block_ms, "STREAMS", pk.stream, f"0-{offset}")
+    else:
+        fetch = ("XRANGE", pk.stream, offset_id(offset), "+", "COUNT", count)
+
+    def parse(replies: list[Any]) -> Batch:
+        inc, nxt, start = replies[0]
+        info = None if inc is None else PartitionInfo(text(inc), int(nxt), int(start))
+        entries = replies[1]
+        if block_ms > 0:
+            entries = _xread_entries(entries)
+        return Batch(info, [_record(pk, entry_id, fields) for entry_id, fields in entries])
+
+    return ReadCall(commands=(meta, fetch), parse=parse, blocking_ms=block_ms)
+
+
+def partition_info(pk: PartitionKeys) -> ReadCall[PartitionInfo | None]:
+    """Read a partition's metadata (None when missing)."""
+
+    def parse(replies: list[Any]) -> PartitionInfo | None:
+        inc, nxt, start, max_len = replies[0]
+        if inc is None:
+            return None
+        return PartitionInfo(text(inc), int(nxt), int(start), int(max_len or 0))
+
+    return ReadCall(commands=(("HMGET", pk.meta, "inc", "next", "start", "maxlen"),), parse=parse)
+
+
+def _xread_entries(reply: Any) -> list[Any]:
+    if not reply:
+        return []
+    if isinstance(reply, dict):  # RESP3
+        return list(next(iter(reply.values()))[0]) if reply else []
+    return list(reply[0][1])
+
+
+def _record(pk: PartitionKeys, entry_id: bytes | str, fields: dict[bytes, bytes]) -> Record:
+    sid = text(entry_id)
+    key = fields.get(b"k")
+    headers = fields.get(b"h")
+    producer = fields.get(b"p") or b""
+    return Record(
+        value=fields.get(b"v", b""),
+        key=key,
+        headers=decode_headers(headers) if headers else decode_headers(b""),
+        topic=pk.topic,
+        partition=pk.partition,
+        offset=int(sid[sid.index("-") + 1 :]) - 1,
+        epoch=int(fields.get(b"e", b"0")),
+        producer_id=int(producer) if producer else None,
+        timestamp_ms=int(fields.get(b"t", b"0")),
+    )

@@ -1,0 +1,112 @@
+"""Readers: ``topic.reader(partition, start_offset)``. Read a partition by offset.
+
+A read is one round trip: the partition's metadata and the records, pipelined. The
+metadata proves the log is the one the reader opened (G9): a recreated or rewound
+partition raises :class:`~fencing.StateLost` instead of silently reading another history.
+Iterating a reader tails the partition with blocking reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from . import protocol
+from .errors import InvalidArgument
+from .record import Record
+from .validate import check_int
+
+if TYPE_CHECKING:
+    from .topic import StartOffset, Topic
+
+MAX_READ_RECORDS = 10_000
+_TAIL_BLOCK_MS = 1_000
+
+
+class Reader:
+    """Reads one partition from an offset.
+
+    >>> reader = topic.reader(partition=0, start_offset="earliest")
+    >>> for record in reader.read(max_records=100, block_ms=1000):
+    ...     print(record.offset, record.value)
+    >>> for record in reader:                      # tails forever with blocking reads
+    ...     handle(record)
+    """
+
+    def __init__(self, topic: Topic, partition: int, start_offset: StartOffset) -> None:
+        self.topic = topic
+        self._pk = topic.partition_keys(partition)
+        self.partition = self._pk.partition
+        start, end = topic.offsets(self.partition)
+        if start_offset == "earliest":
+            position = start
+        elif start_offset == "latest":
+            position = end
+        elif isinstance(start_offset, str):
+            raise InvalidArgument(
+                f"start_offset must be an int, 'earliest' or 'latest', got {start_offset!r}"
+            )
+        else:
+            position = check_int("start_offset", start_offset)
+            if not start <= position <= end:
+                raise protocol.topic.out_of_range(self._pk, position, start, end)
+        self._position = position
+
+    @property
+    def position(self) -> int:
+        """The offset the next read starts at."""
+        return self._position
+
+    def seek(self, offset: int) -> None:
+        """Move to ``offset`` (checked against the partition's range on the next read)."""
+        self._position = check_int("offset", offset)
+
+    def read(self, max_records: int = 100, block_ms: int | None = None) -> list[Record]:
+        """Up to ``max_records`` records from the current position.
+
+        With ``block_ms``, waits up to that long for records when none are there yet.
+        Raises :class:`~fencing.OffsetOutOfRange` if the position was trimmed away.
+        """
+        count = check_int("max_records", max_records, minimum=1)
+        if count > MAX_READ_RECORDS:
+            raise InvalidArgument(f"max_records is capped at {MAX_READ_RECORDS}, got {count}")
+        block = 0 if block_ms is None else check_int("block_ms", block_ms)
+        records = self._fetch(count, 0)
+        if not records and block > 0:
+            records = self._fetch(count, block)
+        if records:
+            self._position = records[-1].offset + 1  # type: ignore[operator]
+        return records
+
+    def _fetch(self, count: int, block_ms: int) -> list[Record]:
+        topic = self.topic
+        call = protocol.topic.read(self._pk, self._position, count, block_ms=block_ms)
+        timeout = topic.budget.timeout + block_ms / 1000.0
+        seen = topic.seen_next(self.partition)
+        batch = topic._driver(timeout).read(call, topic.budget)
+        topic._check_partition(self._pk, batch.partition, seen)
+        info = batch.partition
+        assert info is not None
+        if self._position < info.start_offset or self._position > info.next_offset:
+            raise protocol.topic.out_of_range(
+                self._pk, self._position, info.start_offset, info.next_offset
+            )
+        records = batch.records
+        if records:
+            topic.saw_next(self.partition, records[-1].offset + 1)  # type: ignore[operator]
+        if records and records[0].offset != self._position:
+            # Records below the start were removed by someone other than trim().
+            raise protocol.topic.out_of_range(
+                self._pk, self._position, records[0].offset or 0, info.next_offset
+            )
+        return records
+
+    def __iter__(self) -> Iterator[Record]:
+        while True:
+            yield from self.read(max_records=100, block_ms=_TAIL_BLOCK_MS)
+
+    def __repr__(self) -> str:
+        return (
+            f"<fencing.Reader topic={self.topic.name!r} partition={self.partition} "
+            f"position={self._position}>"
+        )

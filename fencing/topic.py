@@ -1,0 +1,257 @@
+"""``client.topic(name, partitions=N)``: a partitioned log over Redis Streams (seed 001).
+
+A topic's metadata (its partition count and incarnation) and each partition's metadata
+(next offset, first retained offset, retention) are created on first use. The partition
+count is fixed at creation. Offsets are 0-based, contiguous and never reused; the record
+at offset ``o`` is the stream entry ``0-(o+1)`` (G6), so seeking is one O(log n) XRANGE.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from typing import TYPE_CHECKING, Literal
+
+from . import protocol
+from .errors import InvalidArgument, StateLost
+from .keys import PartitionKeys, slot_of, validate_name
+from .partitioner import partition_for_key
+from .producer import AccessMode, Producer
+from .protocol.topic import PartitionInfo, TopicInfo
+from .reader import Reader
+from .record import DEFAULT_LIMITS, Limits
+from .validate import check_int
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .driver import SyncDriver
+    from .retry import RetryBudget
+
+StartOffset = int | Literal["earliest", "latest"]
+
+
+class Topic:
+    """A topic of ``partitions`` partitions. Opened (and created) on first use.
+
+    >>> topic = client.topic("orders", partitions=4)
+    >>> with topic.producer() as producer:
+    ...     md = producer.send(b"hello", key=b"user-1")
+    >>> [r.value for r in topic.reader(md.partition, md.offset).read()]   # doctest: +SKIP
+    [b'hello']
+
+    ``partitions=None`` opens an existing topic (and raises :class:`~fencing.UnknownTopic`
+    if there is none). ``max_len`` keeps at most that many records per partition (older
+    ones are trimmed on append; offsets never change). ``max_record_bytes``,
+    ``max_batch_records`` and ``max_batch_bytes`` bound what one send may carry.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        name: str,
+        partitions: int | None = None,
+        *,
+        max_len: int | None = None,
+        max_record_bytes: int = DEFAULT_LIMITS.max_record_bytes,
+        max_batch_records: int = DEFAULT_LIMITS.max_batch_records,
+        max_batch_bytes: int = DEFAULT_LIMITS.max_batch_bytes,
+    ) -> None:
+        self._client = client
+        self.name = validate_name("topic", name)
+        if partitions is not None:
+            check_int("partitions", partitions, minimum=1)
+            if partitions > 100_000:
+                raise InvalidArgument(f"partitions={partitions} is over the limit of 100000")
+        if max_len is not None:
+            check_int("max_len", max_len, minimum=0)
+        self._requested = partitions
+        self._max_len = max_len
+        self.limits = Limits(max_record_bytes, max_batch_records, max_batch_bytes)
+        self._meta_key = client.keys.topic_meta(self.name)
+        self._budget = client._budget_default()
+        self._lock = threading.Lock()
+        self._info: TopicInfo | None = None
+        self._parts: list[PartitionKeys] = []
+        self._incs: list[str] = []
+        self._seen_next: list[int] = []
+        self._seen_lock = threading.Lock()
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    def open(self) -> Topic:
+        """Create or check the topic's metadata now (otherwise done on first use)."""
+        if self._info is None:
+            with self._lock:
+                if self._info is None:
+                    self._open()
+        return self
+
+    def _open(self) -> None:
+        client = self._client
+        client._ensure_safe(self._budget)
+        driver = self._driver()
+        info = driver.execute(
+            protocol.topic.topic_open(
+                self._meta_key,
+                self.name,
+                partitions=self._requested,
+                new_incarnation=secrets.token_hex(8),
+                seen="",
+            ),
+            self._budget,
+        )
+        parts = [client.keys.partition(self.name, p) for p in range(info.partitions)]
+        incs = [""] * info.partitions
+        nexts = [0] * info.partitions
+        # One script per partition, in ascending slot order (cluster-ready).
+        for pk in sorted(parts, key=lambda k: (slot_of(k.meta), k.partition)):
+            part = driver.execute(
+                protocol.topic.partition_open(
+                    pk,
+                    topic_incarnation=info.incarnation,
+                    new_incarnation=secrets.token_hex(8),
+                    create=not info.ready,
+                    seen="",
+                    max_len=self._max_len,
+                ),
+                self._budget,
+            )
+            incs[pk.partition] = part.incarnation
+            nexts[pk.partition] = part.next_offset
+        if not info.ready:
+            driver.execute(
+                protocol.topic.topic_ready(self._meta_key, self.name, info.incarnation),
+                self._budget,
+            )
+        self._parts, self._incs, self._seen_next = parts, incs, nexts
+        self._info = info
+
+    @property
+    def partitions(self) -> int:
+        """The number of partitions (opens the topic)."""
+        self.open()
+        assert self._info is not None
+        return self._info.partitions
+
+    @property
+    def incarnation(self) -> str:
+        """The random id created with the topic (opens the topic)."""
+        self.open()
+        assert self._info is not None
+        return self._info.incarnation
+
+    def partition_keys(self, partition: object) -> PartitionKeys:
+        """The keys of a partition; refuses a partition the topic does not have."""
+        n = self.partitions
+        p = check_int("partition", partition)
+        if p >= n:
+            raise InvalidArgument(
+                f"topic {self.name!r} has partitions 0 to {n - 1}; there is no partition {p}"
+            )
+        return self._parts[p]
+
+    def partition_for(self, key: bytes | str) -> int:
+        """The partition of a key: Kafka's murmur2, so keys land where Kafka puts them."""
+        raw = key.encode("utf-8") if isinstance(key, str) else key
+        return partition_for_key(raw, self.partitions)
+
+    def offsets(self, partition: int) -> tuple[int, int]:
+        """``(start, next)``: the first retained offset and the next offset to be written."""
+        pk = self.partition_keys(partition)
+        seen = self.seen_next(pk.partition)
+        info = self._driver().read(protocol.topic.partition_info(pk), self._budget)
+        self._check_partition(pk, info, seen)
+        assert info is not None
+        return info.start_offset, info.next_offset
+
+    def trim(self, partition: int, *, before_offset: int) -> int:
+        """Drop the records before ``before_offset``; returns the first retained offset.
+
+        Offsets of the records kept never change (G6). Trimming past the end raises
+        :class:`~fencing.OffsetOutOfRange`; trimming below the current start does nothing.
+        """
+        pk = self.partition_keys(partition)
+        before = check_int("before_offset", before_offset)
+        info = self._driver().execute(
+            protocol.topic.trim(pk, incarnation=self._incs[pk.partition], before_offset=before),
+            self._budget,
+        )
+        self.saw_next(pk.partition, info.next_offset)
+        return info.start_offset
+
+    # -- handles -----------------------------------------------------------------------------
+
+    def producer(
+        self,
+        access_mode: AccessMode | None = None,
+        name: str | None = None,
+    ) -> Producer:
+        """A producer for this topic (opened on first send or on ``with``).
+
+        >>> with topic.producer() as p:
+        ...     p.send(b"v", key=b"k")
+        """
+        return Producer(self, access_mode or AccessMode.SHARED, name)
+
+    def reader(self, partition: int, start_offset: StartOffset = "earliest") -> Reader:
+        """A reader of one partition from ``start_offset`` (an int, "earliest" or "latest").
+
+        Raises :class:`~fencing.OffsetOutOfRange` for an offset below the first retained
+        record or past the next offset.
+        """
+        return Reader(self, partition, start_offset)
+
+    # -- internals shared by producers and readers ---------------------------------------------
+
+    def _driver(self, timeout: float | None = None) -> SyncDriver:
+        return self._client._driver(self._budget.timeout if timeout is None else timeout)
+
+    @property
+    def budget(self) -> RetryBudget:
+        """The retry budget of this topic's calls."""
+        return self._budget
+
+    def incarnation_of(self, partition: int) -> str:
+        """The incarnation of a partition, as opened."""
+        return self._incs[partition]
+
+    def seen_next(self, partition: int) -> int:
+        """The highest next offset any handle of this topic saw on a partition (G9)."""
+        return self._seen_next[partition]
+
+    def saw_next(self, partition: int, next_offset: int) -> None:
+        """Record a next offset seen on a partition (keeps the highest)."""
+        if next_offset > self._seen_next[partition]:
+            with self._seen_lock:
+                self._seen_next[partition] = max(self._seen_next[partition], next_offset)
+
+    def _check_partition(
+        self, pk: PartitionKeys, info: PartitionInfo | None, seen_before: int
+    ) -> None:
+        """G9 on reads: the partition must be there, of the same incarnation, and not behind
+        ``seen_before``, the highest next offset seen before the read was sent (a send on
+        another thread may have moved it since the server answered)."""
+        where = f"partition {pk.partition} of topic {self.name!r}"
+        inc = self._incs[pk.partition]
+        reason = ""
+        if info is None:
+            reason = "missing"
+        elif info.incarnation != inc:
+            reason = "incarnation"
+        elif info.next_offset < seen_before:
+            reason = "offset"
+        if reason:
+            raise StateLost(
+                f"{where} {'is gone' if reason == 'missing' else 'went back in history'} "
+                f"({reason}): the Redis server lost writes (FLUSHALL, restart without "
+                "persistence, eviction or a failover). Open the topic again to read the new "
+                "history",
+                reason=reason,
+                key=pk.meta,
+            )
+        assert info is not None
+        self.saw_next(pk.partition, info.next_offset)
+
+    def __repr__(self) -> str:
+        n = self._info.partitions if self._info else self._requested
+        return f"<fencing.Topic {self.name!r} partitions={n}>"

@@ -1,0 +1,48 @@
+--[[
+  Reading a partition's metadata and the G9 checks of every call on a partition.
+  Needs common.lua.
+
+  Partition fields: inc (incarnation), topic_inc, next (next offset), start (first retained
+  offset), maxlen (0: unlimited). The stream entry of offset o has the ID 0-(o+1).
+]]
+
+-- Returns the partition as a table, or nil plus an error reply.
+-- seen_inc: the incarnation the caller saw; seen_next: the highest next offset it saw.
+local function load_partition(meta, stream, seen_inc, seen_next)
+  local t = key_type(meta)
+  if t == 'none' then
+    return nil, fail(E.STATE_LOST, 'missing', seen_inc, '-')
+  end
+  if t ~= 'hash' then
+    return nil, fail(E.WRONG_TYPE, t, meta)
+  end
+  local v = redis.call('HMGET', meta, 'inc', 'next', 'start', 'maxlen')
+  local p = {
+    inc = v[1] or '',
+    next = tonumber(v[2] or '0'),
+    start = tonumber(v[3] or '0'),
+    maxlen = tonumber(v[4] or '0'),
+  }
+  if p.inc ~= seen_inc then
+    return nil, fail(E.STATE_LOST, 'incarnation', seen_inc, p.inc)
+  end
+  if p.next < seen_next then
+    return nil, fail(E.STATE_LOST, 'offset', seen_next, p.next)
+  end
+  local st = key_type(stream)
+  if st ~= 'stream' then
+    if st ~= 'none' then
+      return nil, fail(E.WRONG_TYPE, st, stream)
+    end
+    if p.next > 0 then
+      -- Records were appended, so the stream must exist (trimming keeps an empty stream).
+      return nil, fail(E.STATE_LOST, 'stream', p.next, '-')
+    end
+  end
+  return p
+end
+
+-- The stream ID of an offset.
+local function offset_id(offset)
+  return string.format('0-%d', offset + 1)
+end

@@ -1,0 +1,46 @@
+--[[
+  partition_open: read a partition's metadata, creating it while its topic is initialised.
+
+  KEYS[1]  the partition metadata (hash)       <ns>:{<topic>/<p>}:part
+  ARGV[1]  topic_inc   the topic's incarnation
+  ARGV[2]  new_inc     incarnation to store if the partition is created now
+  ARGV[3]  create      1 while the topic is not marked ready (may create), else 0
+  ARGV[4]  seen_inc    incarnation the handle saw before ('' if none)
+  ARGV[5]  maxlen      '' to leave retention as it is, else the max records kept (0: no limit)
+
+  Returns {incarnation, next, start, maxlen}.
+  Errors: STATE_LOST (missing after the topic was ready, another incarnation, or a partition
+    of another topic incarnation), WRONG_TYPE.
+]]
+--- @include "common"
+
+local key = KEYS[1]
+local topic_inc, new_inc, create, seen_inc, maxlen = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+
+local t = key_type(key)
+if t ~= 'none' and t ~= 'hash' then
+  return fail(E.WRONG_TYPE, t, key)
+end
+if t == 'none' then
+  if seen_inc ~= '' or create ~= '1' then
+    return fail(E.STATE_LOST, 'missing', seen_inc, '-')
+  end
+  local m = tonumber(maxlen) or 0
+  redis.call('HSET', key, 'inc', new_inc, 'topic_inc', topic_inc, 'next', 0, 'start', 0,
+    'maxlen', m)
+  return {new_inc, 0, 0, m}
+end
+
+local v = redis.call('HMGET', key, 'inc', 'topic_inc', 'next', 'start', 'maxlen')
+if v[2] ~= topic_inc then
+  return fail(E.STATE_LOST, 'topic', topic_inc, tostring(v[2]))
+end
+if seen_inc ~= '' and v[1] ~= seen_inc then
+  return fail(E.STATE_LOST, 'incarnation', seen_inc, tostring(v[1]))
+end
+local m = tonumber(v[5] or '0')
+if maxlen ~= '' and tonumber(maxlen) ~= m then
+  m = tonumber(maxlen)
+  redis.call('HSET', key, 'maxlen', m)
+end
+return {v[1], tonumber(v[3]), tonumber(v[4]), m}

@@ -1,0 +1,47 @@
+--[[
+  topic_open: read a topic's metadata, creating it on first use.
+
+  KEYS[1]  the topic metadata (hash)           <ns>:{<topic>}:topic
+  ARGV[1]  partitions   '' to open an existing topic only, else the count (>= 1)
+  ARGV[2]  new_inc      incarnation to store if the topic is created now
+  ARGV[3]  seen_inc     incarnation the handle saw before ('' if none)
+
+  Returns {incarnation, partitions, ready, created} where ready is 1 once every partition was
+  initialised, and created is 1 if this call created the topic.
+  Errors: UNKNOWN_TOPIC (missing and ARGV[1] is ''), PARTITIONS_MISMATCH (exists with
+    another count), STATE_LOST (the topic the handle saw vanished or was recreated),
+    WRONG_TYPE.
+]]
+--- @include "common"
+
+local key = KEYS[1]
+local want, new_inc, seen_inc = ARGV[1], ARGV[2], ARGV[3]
+
+local t = key_type(key)
+if t ~= 'none' and t ~= 'hash' then
+  return fail(E.WRONG_TYPE, t, key)
+end
+if t == 'none' then
+  if seen_inc ~= '' then
+    return fail(E.STATE_LOST, 'missing', seen_inc, '-')
+  end
+  if want == '' then
+    return fail(E.UNKNOWN_TOPIC, key)
+  end
+  local n = tonumber(want)
+  if n == nil or n < 1 then
+    return fail(E.BAD_ARGUMENT, 'partitions', want)
+  end
+  redis.call('HSET', key, 'inc', new_inc, 'partitions', n, 'ready', 0, 'created_ms', now_ms())
+  return {new_inc, n, 0, 1}
+end
+
+local v = redis.call('HMGET', key, 'inc', 'partitions', 'ready')
+local inc, n, ready = v[1] or '', tonumber(v[2] or '0'), tonumber(v[3] or '0')
+if seen_inc ~= '' and inc ~= seen_inc then
+  return fail(E.STATE_LOST, 'incarnation', seen_inc, inc)
+end
+if want ~= '' and tonumber(want) ~= n then
+  return fail(E.PARTITIONS_MISMATCH, n, want)
+end
+return {inc, n, ready, 0}
