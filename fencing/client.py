@@ -23,6 +23,7 @@ from redis.retry import Retry
 
 from .driver import SyncDriver
 from .errors import ConfigurationError, InvalidArgumentType, OutcomeUnknown, Unavailable
+from .keeper import Keeper
 from .keys import Keys
 from .notify import Notifier
 from .ownership import Ownership
@@ -75,6 +76,7 @@ class Client:
         self._lock = threading.RLock()
         self._drivers: dict[float, SyncDriver] = {}
         self._safe_checked = False
+        self._keeper = Keeper()
         self._notifier = Notifier(lambda: self._clone(self.settings.socket_timeout, pubsub=True))
 
     @classmethod
@@ -237,6 +239,7 @@ class Client:
 
     def close(self) -> None:
         """Stop the notification listener and close this client's own connections."""
+        self._keeper.close()
         self._notifier.close()
         with self._lock:
             drivers, self._drivers = list(self._drivers.values()), {}

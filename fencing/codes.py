@@ -53,6 +53,16 @@ CODES: dict[str, CodeSpec] = {
             "coordination state is missing or went backwards",
         ),
         CodeSpec(
+            "PRODUCER_BUSY",
+            ("reason", "remaining_ms", "holder_label"),
+            "the access mode cannot be had: an exclusive holder, shared producers or waiters",
+        ),
+        CodeSpec(
+            "PRODUCER_FENCED",
+            ("epoch", "current_epoch", "reason"),
+            "the producer was superseded on this partition",
+        ),
+        CodeSpec(
             "UNKNOWN_TOPIC",
             ("topic",),
             "the topic does not exist and no partition count was given to create it",

@@ -167,7 +167,28 @@ class Fenced(_ResourceError):
 
 
 class ProducerFenced(Fenced):
-    """The producer was superseded; every later send on this object fails at once."""
+    """The producer was superseded on a partition (a later epoch was granted there).
+
+    Permanent: every later send on this producer object fails at once, without a round
+    trip. ``epoch`` is the producer's, ``current_epoch`` the partition's now. Open a new
+    producer (which waits for or takes the partition) to write again.
+    """
+
+    def __init__(
+        self, message: str, *, topic: str, partition: int, epoch: int, current_epoch: int
+    ) -> None:
+        super().__init__(
+            message,
+            group="__producer__",
+            resource=f"{topic}/{partition}",
+            token=epoch,
+            holder_token=current_epoch,
+            holder_label="",
+        )
+        self.topic = topic
+        self.partition = partition
+        self.epoch = epoch
+        self.current_epoch = current_epoch
 
 
 class LeaseExpired(_ResourceError):
@@ -199,7 +220,30 @@ class StateLost(FencingError):
 
 
 class ProducerBusy(FencingError):
-    """The requested access mode cannot be had while other producers live."""
+    """The requested access mode cannot be had while other producers live.
+
+    ``reason`` names what is in the way: ``"exclusive"`` (a live exclusive holder, labelled
+    ``holder_label``), ``"shared"`` (live shared producers) or ``"waiting"`` (queued
+    WAIT_FOR_EXCLUSIVE producers); ``remaining`` is how long, by server time, the lease in
+    the way lasts at most unless renewed.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str,
+        partition: int,
+        reason: str,
+        remaining: float,
+        holder_label: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.reason = reason
+        self.remaining = remaining
+        self.holder_label = holder_label
 
 
 class OffsetMismatch(FencingError):

@@ -9,6 +9,10 @@ Layout (``ns`` is the client's namespace)::
     <ns>:{<topic>}:topic                      hash: topic metadata (partitions, incarnation)
     <ns>:{<topic>/<p>}:part                   hash: partition metadata (next offset, start...)
     <ns>:{<topic>/<p>}:log                    stream: the records; entry ID 0-(offset+1)
+    <ns>:{<topic>/<p>}:own:__producer__       hash: the exclusive-producer row; token = epoch
+    <ns>:{<topic>/<p>}:prod:shared            zset: live shared producers (session -> expiry)
+    <ns>:{<topic>/<p>}:prod:waiters           zset: WAIT_FOR_EXCLUSIVE queue (session -> arrival)
+    <ns>:{<topic>/<p>}:prod:waitexp           hash: waiter leases (session -> expiry)
 
 All keys about one resource share the hash tag ``{<resource>}``, so every script touches
 one slot and runs unchanged on Redis Cluster. A topic partition's tag is
@@ -188,15 +192,34 @@ class Keys:
 class PartitionKeys:
     """The keys of one topic partition, built once; all share the tag ``{<topic>/<p>}``."""
 
-    __slots__ = ("meta", "partition", "resource", "stream", "topic")
+    __slots__ = (
+        "meta",
+        "owner",
+        "partition",
+        "released",
+        "resource",
+        "shared",
+        "stream",
+        "topic",
+        "waiters",
+        "waiting_leases",
+    )
 
     def __init__(self, keys: Keys, topic: str, partition: int) -> None:
         self.topic = topic
         self.partition = partition
         self.resource = f"{topic}/{partition}"
         tag = keys.tag(self.resource)
-        self.meta = f"{keys.namespace}:{tag}:part"
-        self.stream = f"{keys.namespace}:{tag}:log"
+        base = f"{keys.namespace}:{tag}"
+        self.meta = f"{base}:part"
+        self.stream = f"{base}:log"
+        # The exclusive-producer row is the ownership row ("__producer__", "<topic>/<p>"):
+        # its token is the partition's epoch.
+        self.owner = keys.ownership(PRODUCER_GROUP, self.resource)
+        self.released = keys.released_channel(PRODUCER_GROUP, self.resource)
+        self.shared = f"{base}:prod:shared"
+        self.waiters = f"{base}:prod:waiters"
+        self.waiting_leases = f"{base}:prod:waitexp"
 
 
 def slot_of(key: str) -> int:

@@ -1,33 +1,65 @@
-"""Producers: ``topic.producer()``. Append records with conditional, all-or-nothing batches.
+"""Producers: ``topic.producer(access_mode=...)`` (Pulsar PIP-68 on Redis, DESIGN 4b).
 
-Every send is one script call (one round trip). A batch lands whole or not at all (G4);
-with ``expected_offset`` it lands only at that offset (G3), otherwise nothing is written
-and :class:`~fencing.OffsetMismatch` tells the real next offset.
+Every send is one script call (one round trip) that checks, before writing, that this
+producer still holds its epoch on the partition (G2), then appends the batch whole or not
+at all (G4), at ``expected_offset`` if given (G3). Leases are renewed in the background
+every ttl/3 by the client's keeper thread, off the hot path.
 
-Access modes (DESIGN section 4b) are named here; this release implements SHARED.
+Access modes:
+
+- ``SHARED`` (default): many producers append; refused while an exclusive producer or a
+  waiter lives; fenced once an exclusive producer moves the epoch.
+- ``EXCLUSIVE``: refused at once (:class:`~fencing.ProducerBusy`) while any other producer
+  lives; otherwise epoch + 1 and nobody else may append.
+- ``WAIT_FOR_EXCLUSIVE``: queues (FIFO, each waiter holding its own lease) until it can be
+  exclusive; woken by pub/sub when the holder closes, or when its lease lapses.
+- ``EXCLUSIVE_WITH_FENCING``: always takes over: epoch + 1; the holder, the shared
+  producers and the waiters are fenced.
+
+A superseded producer's sends raise :class:`~fencing.ProducerFenced`, and every later send
+on that object fails without a round trip.
 """
 
 from __future__ import annotations
 
 import enum
 import itertools
+import logging
+import secrets
 import threading
+import time
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 from . import protocol
-from .errors import InvalidArgument, InvalidArgumentType
-from .keys import validate_name
+from .errors import (
+    FencingError,
+    InvalidArgument,
+    InvalidArgumentType,
+    ProducerBusy,
+    ProducerFenced,
+    StateLost,
+    Unavailable,
+)
+from .keys import PartitionKeys, slot_of, validate_name
+from .ownership import validate_ttl
 from .process import ProcessBound
+from .protocol.producer import OPEN_MODES
+from .protocol.topic import Writer
 from .record import Record, RecordMetadata, to_bytes
 from .validate import check_int
 
 if TYPE_CHECKING:
+    from .keeper import Task
     from .topic import Topic
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class AccessMode(enum.Enum):
-    """How a producer shares its partitions (Pulsar's PIP-68 modes)."""
+    """How a producer shares its partitions (Pulsar's PIP-68 modes, plus fencing)."""
 
     SHARED = "shared"
     EXCLUSIVE = "exclusive"
@@ -35,72 +67,239 @@ class AccessMode(enum.Enum):
     EXCLUSIVE_WITH_FENCING = "exclusive_with_fencing"
 
 
+@dataclass(frozen=True, slots=True)
+class _Standing:
+    """What this producer holds on one partition."""
+
+    pk: PartitionKeys
+    writer: Writer
+    lock: threading.Lock
+
+
 class Producer(ProcessBound):
     """Appends records to a topic. Thread-safe; bound to the process that made it.
 
-    >>> with topic.producer() as producer:
+    Made by :meth:`Topic.producer`, which opens it (registers, claims or waits).
+
+    >>> with topic.producer(access_mode=fencing.AccessMode.WAIT_FOR_EXCLUSIVE) as producer:
     ...     md = producer.send(b"v", key=b"k")                 # partition by murmur2(key)
     ...     mds = producer.send_batch([fencing.Record(b"a"), fencing.Record(b"b")],
     ...                               partition=0, expected_offset=md.offset + 1)
     """
 
-    def __init__(self, topic: Topic, access_mode: AccessMode, name: str | None) -> None:
+    def __init__(
+        self,
+        topic: Topic,
+        access_mode: AccessMode = AccessMode.SHARED,
+        name: str | None = None,
+        *,
+        lease_ttl: float = 10.0,
+        wait_timeout: float | None = None,
+    ) -> None:
         if not isinstance(access_mode, AccessMode):
             raise InvalidArgumentType(
                 f"access_mode must be a fencing.AccessMode, got {type(access_mode).__name__}"
             )
-        if access_mode is not AccessMode.SHARED:
-            raise InvalidArgument(
-                f"access mode {access_mode.name} is not available in this release; "
-                "use AccessMode.SHARED"
-            )
         self.topic = topic
         self.access_mode = access_mode
         self.name = None if name is None else validate_name("producer name", name)
+        self.lease_ttl = validate_ttl(lease_ttl, "lease_ttl")
+        if wait_timeout is not None:
+            if isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)):
+                raise InvalidArgumentType("wait_timeout must be None or seconds")
+            if wait_timeout < 0:
+                raise InvalidArgument(f"wait_timeout must be >= 0, got {wait_timeout}")
+        self.wait_timeout = wait_timeout
+        #: The producer's identity: drawn now, never shared with another producer object.
+        self.session = secrets.token_hex(16)
+        self._ttl_ms = max(1, round(self.lease_ttl * 1000))
+        self._budget = topic._client._budget_for_ttl(self.lease_ttl)
         self._lock = threading.Lock()
-        self._partition_locks: list[threading.Lock] = []
         self._round_robin = itertools.count()
         self._producer_id: int | None = None
-        self._epoch = 0
+        self._standing: dict[int, _Standing] = {}
+        self._fenced: FencingError | None = None
+        self._renewal: Task | None = None
+        self._opened = False
         self._closed = False
         self._bind_process()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def open(self) -> Producer:
-        """Open the topic and register the producer (done on first send otherwise)."""
+        """Register on every partition in the access mode (blocks in WAIT_FOR_EXCLUSIVE).
+
+        Partitions are taken one by one in ascending slot order; if one is refused, those
+        already taken are released and the error (:class:`~fencing.ProducerBusy`) raised.
+        """
         self._check_process()
         if self._closed:
             raise InvalidArgument("this producer is closed: make a new one with topic.producer()")
-        if self._producer_id is None:
-            with self._lock:
-                if self._producer_id is None:
-                    n = self.topic.partitions
-                    self._partition_locks = [threading.Lock() for _ in range(n)]
-                    self._producer_id = self.topic._client._allocate_producer_id()
+        with self._lock:
+            if self._opened:
+                return self
+            topic = self.topic
+            topic.open()
+            self._producer_id = topic._client._allocate_producer_id()
+            parts = [topic.partition_keys(p) for p in range(topic.partitions)]
+            deadline = None if self.wait_timeout is None else time.monotonic() + self.wait_timeout
+            try:
+                for pk in sorted(parts, key=lambda k: (slot_of(k.owner), k.partition)):
+                    self._standing[pk.partition] = self._register(pk, deadline)
+                    if self._renewal is None:
+                        self._renewal = topic._client._keeper.schedule(
+                            self.lease_ttl / 3.0, self._renew_all
+                        )
+            except BaseException:
+                self._release_all()
+                raise
+            self._opened = True
         return self
 
-    @property
-    def producer_id(self) -> int:
-        """The producer id written with every record (opens the producer)."""
-        self.open()
-        assert self._producer_id is not None
-        return self._producer_id
+    def _register(self, pk: PartitionKeys, deadline: float | None) -> _Standing:
+        mode = OPEN_MODES[self.access_mode.name]
+        call = self._open_call(pk, mode, None)
+        opened = self._execute(call)
+        if opened.status == "waiting":
+            opened = self._wait(pk, opened, deadline)
+        writer = Writer(
+            producer_id=str(self._producer_id),
+            session=self.session,
+            mode="s" if opened.status == "shared" else "x",
+            epoch=opened.epoch,
+            ttl_ms=self._ttl_ms,
+            row_incarnation=opened.incarnation,
+        )
+        return _Standing(pk, writer, threading.Lock())
 
-    def epoch(self, partition: int) -> int:
-        """The epoch this producer writes on ``partition``."""
-        self.topic.partition_keys(partition)
-        return self._epoch
+    def _open_call(
+        self, pk: PartitionKeys, mode: str, wgen: int | None, seen: str = ""
+    ) -> protocol.ScriptCall[protocol.producer.Opened]:
+        return protocol.producer.producer_open(
+            pk,
+            session=self.session,
+            label=self.name or f"producer-{self._producer_id}",
+            mode=mode,
+            ttl_ms=self._ttl_ms,
+            new_incarnation=secrets.token_hex(8),
+            seen_incarnation=seen,
+            wgen=wgen,
+            session_channel_prefix=self.topic._client.keys.session_channel_prefix(),
+        )
+
+    def _wait(
+        self, pk: PartitionKeys, opened: protocol.producer.Opened, deadline: float | None
+    ) -> protocol.producer.Opened:
+        # Queued. Each attempt also renews this waiter's own lease, so attempts come at
+        # least every ttl/3; between them sleep until the lease in the way ends (server
+        # time, told by the script) or a release notification arrives.
+        wgen, inc = opened.wgen, opened.incarnation
+        notifier = self.topic._client._notifications
+        try:
+            with notifier.subscribe(pk.released) as sub:
+                while True:
+                    opened = self._execute(self._open_call(pk, "wait", wgen, inc))
+                    if opened.status != "waiting":
+                        return opened
+                    pause = min(opened.remaining_ms / 1000.0 + 0.002, self.lease_ttl / 3.0)
+                    if deadline is not None:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise ProducerBusy(
+                                f"partition {pk.partition} of topic {self.topic.name!r}: still "
+                                f"queued (position {opened.position}) after wait_timeout="
+                                f"{self.wait_timeout}s",
+                                topic=self.topic.name,
+                                partition=pk.partition,
+                                reason="waiting",
+                                remaining=opened.remaining_ms / 1000.0,
+                            )
+                        pause = min(pause, left)
+                    sub.wait(pause)
+        except BaseException:
+            self._leave(pk, "w", 0)
+            raise
+
+    def _renew_all(self) -> bool:
+        """Keeper task: renew every partition's lease. False stops the task."""
+        if self._closed or self._fenced is not None:
+            return False
+        for standing in list(self._standing.values()):
+            w = standing.writer
+            call = protocol.producer.producer_renew(
+                standing.pk,
+                session=self.session,
+                mode=w.mode,
+                epoch=w.epoch,
+                ttl_ms=self._ttl_ms,
+                incarnation=w.row_incarnation,
+            )
+            try:
+                self._execute(call)
+            except (ProducerFenced, StateLost) as exc:
+                self._fenced = self._fenced or exc
+                return False
+            except Unavailable:
+                log.warning(
+                    "redis-fencing: renewing %s partition %d failed; trying again",
+                    self.topic.name,
+                    standing.pk.partition,
+                )
+        return True
 
     def close(self) -> None:
-        """Close the producer. Idempotent."""
+        """Leave every partition at once (waiters are woken). Idempotent."""
+        if self._closed:
+            return
         self._closed = True
+        if self._renewal is not None:
+            self._renewal.cancel()
+        self._release_all()
+
+    def _release_all(self) -> None:
+        for standing in list(self._standing.values()):
+            self._leave(standing.pk, standing.writer.mode, standing.writer.epoch)
+        self._standing.clear()
+
+    def _leave(self, pk: PartitionKeys, mode: str, epoch: int) -> None:
+        call = protocol.producer.producer_close(pk, session=self.session, mode=mode, epoch=epoch)
+        try:
+            self._execute(call)
+        except FencingError:
+            log.warning(
+                "redis-fencing: leaving %s partition %d failed; the lease lapses in %.3fs",
+                pk.topic,
+                pk.partition,
+                self.lease_ttl,
+            )
 
     def __enter__(self) -> Producer:
         return self.open()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def producer_id(self) -> int:
+        """The producer id written with every record."""
+        if not self._opened:
+            self.open()
+        assert self._producer_id is not None
+        return self._producer_id
+
+    def epoch(self, partition: int) -> int:
+        """The epoch this producer holds (or registered under) on ``partition``."""
+        if not self._opened:
+            self.open()
+        pk = self.topic.partition_keys(partition)
+        return self._standing[pk.partition].writer.epoch
+
+    @property
+    def fenced(self) -> bool:
+        """True once the producer was superseded (permanent)."""
+        return self._fenced is not None
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -137,41 +336,43 @@ class Producer(ProcessBound):
         With ``expected_offset=k`` the batch lands at offsets k, k+1, ... or not at all
         (:class:`~fencing.OffsetMismatch` carries the real next offset).
         """
+        if self._fenced is not None:
+            raise self._fenced
         self.open()
         batch = self._batch(records)
         if partition is None:
-            keys = {r.key for r in batch}
-            first_key = next(iter(keys))
-            if self.topic.partitions == 1:
-                partition = 0
-            elif len(keys) == 1 and first_key is not None and expected_offset is None:
-                partition = self.topic.partition_for(first_key)
-            else:
-                raise InvalidArgument(
-                    "a batch goes to one partition: pass partition= (it is required with "
-                    "expected_offset on a topic of several partitions)"
-                )
+            partition = self._batch_partition(batch, expected_offset)
         pk = self.topic.partition_keys(partition)
         if expected_offset is not None:
             check_int("expected_offset", expected_offset)
-        p = pk.partition
+        standing = self._standing[pk.partition]
         topic = self.topic
-        with self._partition_locks[p]:
+        p = pk.partition
+        with standing.lock:
+            if self._fenced is not None:
+                raise self._fenced
             call = protocol.topic.append(
                 pk,
                 batch,
                 incarnation=topic.incarnation_of(p),
                 seen_next=topic.seen_next(p),
                 expected_offset=expected_offset,
-                producer_id=str(self._producer_id),
-                epoch=self._epoch,
+                writer=standing.writer,
+                errors=protocol.producer.producer_errors(pk),
             )
-            appended = topic._driver().execute(call, topic.budget)
+            try:
+                appended = self._execute(call)
+            except (ProducerFenced, StateLost) as exc:
+                self._fenced = exc
+                raise
             topic.saw_next(p, appended.first_offset + len(batch))
-        name, epoch, first = topic.name, self._epoch, appended.first_offset
+        name, epoch, first = topic.name, standing.writer.epoch, appended.first_offset
         return [RecordMetadata(name, p, first + i, epoch) for i in range(len(batch))]
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _execute(self, call: protocol.ScriptCall[T]) -> T:
+        return self.topic._client._driver(self._budget.timeout).execute(call, self._budget)
 
     def _batch(self, records: Iterable[Record | bytes | str]) -> list[Record]:
         if isinstance(records, (bytes, str, Record)):
@@ -190,6 +391,18 @@ class Producer(ProcessBound):
         limits.check_batch(len(batch), total)
         return batch
 
+    def _batch_partition(self, batch: list[Record], expected_offset: int | None) -> int:
+        if self.topic.partitions == 1:
+            return 0
+        keys = {r.key for r in batch}
+        (first_key,) = keys if len(keys) == 1 else (None,)
+        if first_key is not None and expected_offset is None:
+            return self.topic.partition_for(first_key)
+        raise InvalidArgument(
+            "a batch goes to one partition: pass partition= (it is required with "
+            "expected_offset on a topic of several partitions)"
+        )
+
     def _choose_partition(self, key: bytes | None, expected_offset: int | None) -> int:
         n = self.topic.partitions
         if n == 1:
@@ -206,5 +419,5 @@ class Producer(ProcessBound):
     def __repr__(self) -> str:
         return (
             f"<fencing.Producer topic={self.topic.name!r} mode={self.access_mode.name} "
-            f"id={self._producer_id}>"
+            f"id={self._producer_id} session={self.session[:8]}…>"
         )

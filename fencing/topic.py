@@ -183,15 +183,23 @@ class Topic:
 
     def producer(
         self,
-        access_mode: AccessMode | None = None,
+        access_mode: AccessMode = AccessMode.SHARED,
         name: str | None = None,
+        lease_ttl: float = 10.0,
+        wait_timeout: float | None = None,
     ) -> Producer:
-        """A producer for this topic (opened on first send or on ``with``).
+        """Open a producer on every partition of this topic in ``access_mode``.
 
-        >>> with topic.producer() as p:
+        EXCLUSIVE raises :class:`~fencing.ProducerBusy` at once if another producer lives;
+        WAIT_FOR_EXCLUSIVE blocks until it is exclusive (up to ``wait_timeout`` seconds,
+        None = forever). The lease (``lease_ttl`` seconds, by server time) is renewed in
+        the background every ttl/3; closing the producer releases it at once.
+
+        >>> with topic.producer(fencing.AccessMode.EXCLUSIVE) as p:
         ...     p.send(b"v", key=b"k")
         """
-        return Producer(self, access_mode or AccessMode.SHARED, name)
+        producer = Producer(self, access_mode, name, lease_ttl=lease_ttl, wait_timeout=wait_timeout)
+        return producer.open()
 
     def reader(self, partition: int, start_offset: StartOffset = "earliest") -> Reader:
         """A reader of one partition from ``start_offset`` (an int, "earliest" or "latest").

@@ -6,6 +6,16 @@ into a typed exception. The sync driver (:mod:`fencing.driver`) and an asyncio d
 execute calls, so both share every rule written here.
 """
 
-from .base import ErrorReply, ScriptCall, parse_error_reply
+from . import base, ownership, producer, topic
+from .base import ErrorReply, ReadCall, ScriptCall, parse_error_reply
 
-__all__ = ["ErrorReply", "ScriptCall", "parse_error_reply"]
+__all__ = [
+    "ErrorReply",
+    "ReadCall",
+    "ScriptCall",
+    "base",
+    "ownership",
+    "parse_error_reply",
+    "producer",
+    "topic",
+]

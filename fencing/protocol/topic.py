@@ -92,7 +92,8 @@ def _topic_errors(topic: str, key: str) -> Any:
     return convert
 
 
-def _partition_errors(pk: PartitionKeys) -> Any:
+def partition_errors(pk: PartitionKeys) -> Any:
+    """Error mapping of calls on one partition."""
     where = f"partition {pk.partition} of topic {pk.topic!r}"
 
     def convert(reply: ErrorReply) -> FencingError:
@@ -181,8 +182,20 @@ def partition_open(
             "" if max_len is None else max_len,
         ),
         parse=parse,
-        error=_partition_errors(pk),
+        error=partition_errors(pk),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """Who appends: a producer's id, session and standing on one partition."""
+
+    producer_id: str
+    session: str
+    mode: str  # "x" exclusive holder, "s" shared producer
+    epoch: int
+    ttl_ms: int
+    row_incarnation: str
 
 
 def append(
@@ -192,17 +205,21 @@ def append(
     incarnation: str,
     seen_next: int,
     expected_offset: int | None,
-    producer_id: str,
-    epoch: int,
+    writer: Writer,
+    errors: Any = None,
 ) -> ScriptCall[Appended]:
-    """Append a batch to one partition, all or nothing."""
+    """Append a batch to one partition, all or nothing, fenced by the writer's epoch."""
     layout: list[str] = []
     args: list[ScriptArg] = [
         incarnation,
         seen_next,
         "" if expected_offset is None else expected_offset,
-        producer_id,
-        epoch,
+        writer.producer_id,
+        writer.epoch,
+        writer.session,
+        writer.mode,
+        writer.ttl_ms,
+        writer.row_incarnation,
         "",  # the layout, filled in below
     ]
     for record in records:
@@ -215,13 +232,13 @@ def append(
             args.append(encode_headers(record.headers))
             shape += 2
         layout.append("0123"[shape])
-    args[5] = "".join(layout)
+    args[9] = "".join(layout)
     return ScriptCall(
         script=script("append"),
-        keys=(pk.meta, pk.stream),
+        keys=(pk.meta, pk.stream, pk.owner),
         args=tuple(args),
         parse=_appended,
-        error=_partition_errors(pk),
+        error=errors or partition_errors(pk),
     )
 
 
@@ -242,7 +259,7 @@ def trim(pk: PartitionKeys, *, incarnation: str, before_offset: int) -> ScriptCa
         keys=(pk.meta, pk.stream),
         args=(incarnation, before_offset),
         parse=parse,
-        error=_partition_errors(pk),
+        error=partition_errors(pk),
     )
 
 

@@ -1,0 +1,79 @@
+--[[
+  The producer side of a partition (DESIGN section 4b). Needs common.lua.
+
+  The exclusive-producer row is the ownership row ("__producer__", "<topic>/<p>") with three
+  more fields: mode ('' none yet, 'x' exclusive regime, 's' shared regime), wgen (bumped by
+  EXCLUSIVE_WITH_FENCING: waiters registered under an older wgen are fenced) and wseq (the
+  waiters' arrival counter). Its token is the partition's epoch.
+  Shared producers: a zset session -> lease expiry (ms). Waiters: a zset session -> arrival
+  number (FIFO) and a hash session -> lease expiry.
+]]
+
+local MAX_CLEANUP = 100
+
+-- The row as a table ({} fields defaulted when the key is missing: exists = false).
+local function load_producer_row(key, new_inc)
+  local t = key_type(key)
+  if t ~= 'none' and t ~= 'hash' then
+    return nil, fail(E.WRONG_TYPE, t, key)
+  end
+  if t == 'none' then
+    return {exists = false, inc = new_inc, session = '', label = '', gen = 0, token = 0,
+      expires = 0, mode = '', wgen = 0, wseq = 0}
+  end
+  local v = redis.call('HMGET', key, 'inc', 'session', 'label', 'gen', 'token', 'expires',
+    'mode', 'wgen', 'wseq')
+  return {exists = true, inc = v[1] or '', session = v[2] or '', label = v[3] or '',
+    gen = tonumber(v[4] or '0'), token = tonumber(v[5] or '0'),
+    expires = tonumber(v[6] or '0'), mode = v[7] or '', wgen = tonumber(v[8] or '0'),
+    wseq = tonumber(v[9] or '0')}
+end
+
+local function save_producer_row(key, row)
+  redis.call('HSET', key, 'inc', row.inc, 'session', row.session, 'label', row.label,
+    'gen', row.gen, 'token', row.token, 'expires', row.expires, 'mode', row.mode,
+    'wgen', row.wgen, 'wseq', row.wseq)
+end
+
+local function check_types(keys, expected)
+  for i, key in ipairs(keys) do
+    local t = key_type(key)
+    if t ~= 'none' and t ~= expected[i] then
+      return fail(E.WRONG_TYPE, t, key)
+    end
+  end
+  return nil
+end
+
+-- Drops lapsed shared producers (bounded); returns the earliest live expiry or nil.
+local function live_shared(shared, now)
+  local gone = redis.call('ZRANGEBYSCORE', shared, '-inf', now, 'LIMIT', 0, MAX_CLEANUP)
+  if #gone > 0 then
+    redis.call('ZREM', shared, unpack(gone))
+  end
+  local first = redis.call('ZRANGEBYSCORE', shared, '(' .. now, '+inf', 'WITHSCORES',
+    'LIMIT', 0, 1)
+  if #first == 0 then
+    return nil
+  end
+  return tonumber(first[2])
+end
+
+-- The first live waiter and its lease expiry, dropping lapsed ones ahead of it (bounded).
+local function head_waiter(waiters, leases, now)
+  local removed = 0
+  while removed < MAX_CLEANUP do
+    local first = redis.call('ZRANGE', waiters, 0, 0)
+    if #first == 0 then
+      return nil, nil
+    end
+    local expires = tonumber(redis.call('HGET', leases, first[1]) or '0')
+    if expires > now then
+      return first[1], expires
+    end
+    redis.call('ZREM', waiters, first[1])
+    redis.call('HDEL', leases, first[1])
+    removed = removed + 1
+  end
+  return nil, nil
+end

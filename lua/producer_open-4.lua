@@ -1,0 +1,168 @@
+--[[
+  producer_open: register a producer on one partition in an access mode (DESIGN 4b).
+
+  KEYS[1]  the exclusive-producer row (hash)   <ns>:{<t>/<p>}:own:__producer__
+  KEYS[2]  live shared producers (zset)        <ns>:{<t>/<p>}:prod:shared
+  KEYS[3]  the waiter queue (zset)             <ns>:{<t>/<p>}:prod:waiters
+  KEYS[4]  the waiters' leases (hash)          <ns>:{<t>/<p>}:prod:waitexp
+  ARGV[1]  session     the producer's session id
+  ARGV[2]  label       the producer's name, for people and logs
+  ARGV[3]  mode        'shared' | 'exclusive' | 'wait' | 'fence'
+  ARGV[4]  ttl_ms      lease length (> 0)
+  ARGV[5]  new_inc     incarnation to store if the row is created now
+  ARGV[6]  seen_inc    row incarnation the producer saw ('' if none)
+  ARGV[7]  my_wgen     for 'wait': the wgen it first queued under ('' on its first call)
+  ARGV[8]  session_ch  prefix of per-session channels (a severed holder is told)
+  ARGV[9]  released_ch channel waiters listen on
+
+  Returns one of
+    {'granted', epoch, expires_ms, inc, wgen}   exclusive now (epoch = token, grown by one)
+    {'shared', epoch, expires_ms, inc, wgen}    registered as a shared producer
+    {'waiting', remaining_ms, position, inc, wgen}  queued (wait mode): try again after
+                                                remaining_ms or a message on released_ch
+  Errors: PRODUCER_BUSY (reason 'exclusive' | 'shared' | 'waiting'), PRODUCER_FENCED (a
+    waiter fenced by EXCLUSIVE_WITH_FENCING), STATE_LOST, WRONG_TYPE, BAD_ARGUMENT.
+
+  Rules: SHARED is refused while a live exclusive holder or a live waiter exists, and its
+  first registration after an exclusive regime bumps the epoch. EXCLUSIVE is refused while
+  any other live producer exists (holder, shared, waiter), else epoch + 1. WAIT queues in
+  FIFO order (each waiter holds its own lease: a dead one is skipped once it lapses) and is
+  granted as EXCLUSIVE when it is the first live waiter and nobody else lives.
+  EXCLUSIVE_WITH_FENCING ('fence') always wins: epoch + 1, the holder, every shared producer
+  and every waiter are fenced.
+]]
+--- @include "common"
+--- @include "producer"
+
+local row_key, shared, waiters, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local session, label, mode = ARGV[1], ARGV[2], ARGV[3]
+local ttl_ms = int_arg(ARGV[4])
+local new_inc, seen_inc, my_wgen = ARGV[5], ARGV[6], ARGV[7]
+local session_ch, released_ch = ARGV[8], ARGV[9]
+
+if ttl_ms == nil or ttl_ms <= 0 then
+  return fail(E.BAD_ARGUMENT, 'ttl_ms', ARGV[4])
+end
+local bad = check_types({shared, waiters, leases}, {'zset', 'zset', 'hash'})
+if bad then return bad end
+local row
+row, bad = load_producer_row(row_key, new_inc)
+if bad then return bad end
+if seen_inc ~= '' then
+  if not row.exists then
+    return fail(E.STATE_LOST, 'missing', seen_inc, '-')
+  end
+  if row.inc ~= seen_inc then
+    return fail(E.STATE_LOST, 'incarnation', seen_inc, row.inc)
+  end
+end
+if mode == 'wait' and my_wgen ~= '' and tonumber(my_wgen) < row.wgen then
+  return fail(E.PRODUCER_FENCED, row.token, row.token, 'fenced-waiter')
+end
+
+local now = now_ms()
+-- A retry of a call that already made this session the holder: same epoch, lease extended.
+if mode ~= 'shared' and row.mode == 'x' and row.session == session then
+  row.expires = now + ttl_ms
+  save_producer_row(row_key, row)
+  return {'granted', row.token, row.expires, row.inc, row.wgen}
+end
+local holder_live = row.mode == 'x' and row.session ~= '' and row.expires > now
+  and row.session ~= session
+local shared_expiry = live_shared(shared, now)
+local head, head_expiry = head_waiter(waiters, leases, now)
+
+-- A new exclusive grant to this session: epoch + 1, the previous holder is told.
+local function grant()
+  local severed = row.session
+  row.token = row.token + 1
+  row.gen = row.gen + 1
+  row.session = session
+  row.label = label
+  row.expires = now + ttl_ms
+  row.mode = 'x'
+  save_producer_row(row_key, row)
+  if severed ~= '' and severed ~= session then
+    notify(session_ch .. severed, 'severed ' .. (row.token - 1) .. ' ' .. row.token .. ' '
+      .. row_key)
+  end
+  return {'granted', row.token, row.expires, row.inc, row.wgen}
+end
+
+if mode == 'shared' then
+  if holder_live then
+    return fail(E.PRODUCER_BUSY, 'exclusive', row.expires - now, row.label)
+  end
+  if head ~= nil then
+    return fail(E.PRODUCER_BUSY, 'waiting', head_expiry - now, '')
+  end
+  if row.mode ~= 's' then
+    local severed = row.session
+    if row.token > 0 then
+      row.token = row.token + 1
+    end
+    row.mode = 's'
+    row.session = ''
+    row.expires = 0
+    save_producer_row(row_key, row)
+    if severed ~= '' then
+      notify(session_ch .. severed, 'severed ' .. (row.token - 1) .. ' ' .. row.token .. ' '
+        .. row_key)
+    end
+  elseif not row.exists then
+    save_producer_row(row_key, row)
+  end
+  redis.call('ZADD', shared, now + ttl_ms, session)
+  return {'shared', row.token, now + ttl_ms, row.inc, row.wgen}
+end
+
+if mode == 'exclusive' then
+  if holder_live then
+    return fail(E.PRODUCER_BUSY, 'exclusive', row.expires - now, row.label)
+  end
+  if shared_expiry ~= nil then
+    return fail(E.PRODUCER_BUSY, 'shared', shared_expiry - now, '')
+  end
+  if head ~= nil then
+    return fail(E.PRODUCER_BUSY, 'waiting', head_expiry - now, '')
+  end
+  return grant()
+end
+
+if mode == 'fence' then
+  row.wgen = row.wgen + 1
+  redis.call('DEL', shared, waiters, leases)
+  local reply = grant()
+  notify(released_ch, 'fenced ' .. row.token)
+  return reply
+end
+
+if mode ~= 'wait' then
+  return fail(E.BAD_ARGUMENT, 'mode', mode)
+end
+
+-- WAIT_FOR_EXCLUSIVE: join (or stay in) the queue with a fresh lease.
+if redis.call('ZSCORE', waiters, session) == false then
+  row.wseq = row.wseq + 1
+  redis.call('ZADD', waiters, row.wseq, session)
+  if head == nil then
+    head, head_expiry = session, now + ttl_ms
+  end
+end
+redis.call('HSET', leases, session, now + ttl_ms)
+if head == session and not holder_live and shared_expiry == nil then
+  redis.call('ZREM', waiters, session)
+  redis.call('HDEL', leases, session)
+  return grant()
+end
+save_producer_row(row_key, row)
+local remaining
+if holder_live then
+  remaining = row.expires - now
+elseif shared_expiry ~= nil then
+  remaining = shared_expiry - now
+else
+  remaining = head_expiry - now
+end
+local position = redis.call('ZRANK', waiters, session)
+return {'waiting', remaining, position, row.inc, row.wgen}

@@ -1,0 +1,52 @@
+--[[
+  producer_renew: extend an exclusive holder's or a shared producer's lease (every ttl/3,
+  off the hot path). A lapsed lease is renewed as long as the epoch did not move.
+
+  KEYS[1]  the exclusive-producer row (hash)
+  KEYS[2]  live shared producers (zset)
+  ARGV[1]  session   the producer's session id
+  ARGV[2]  mode      'x' (exclusive holder) or 's' (shared producer)
+  ARGV[3]  epoch     the epoch the producer holds or registered under
+  ARGV[4]  ttl_ms    lease length (> 0)
+  ARGV[5]  inc       the row incarnation the producer saw
+
+  Returns the new lease expiry (ms, server time).
+  Errors: PRODUCER_FENCED (the epoch moved, or another session holds it), STATE_LOST,
+    WRONG_TYPE, BAD_ARGUMENT.
+]]
+--- @include "common"
+--- @include "producer"
+
+local row_key, shared = KEYS[1], KEYS[2]
+local session, mode, epoch = ARGV[1], ARGV[2], int_arg(ARGV[3])
+local ttl_ms, inc = int_arg(ARGV[4]), ARGV[5]
+if ttl_ms == nil or ttl_ms <= 0 or epoch == nil then
+  return fail(E.BAD_ARGUMENT, 'ttl_ms/epoch', ARGV[4] .. '/' .. ARGV[3])
+end
+local bad = check_types({shared}, {'zset'})
+if bad then return bad end
+local row
+row, bad = load_producer_row(row_key, '')
+if bad then return bad end
+if not row.exists then
+  return fail(E.STATE_LOST, 'missing', inc, '-')
+end
+if row.inc ~= inc then
+  return fail(E.STATE_LOST, 'incarnation', inc, row.inc)
+end
+if row.token < epoch then
+  return fail(E.STATE_LOST, 'token', epoch, row.token)
+end
+local expires = now_ms() + ttl_ms
+if mode == 'x' then
+  if row.mode ~= 'x' or row.session ~= session or row.token ~= epoch then
+    return fail(E.PRODUCER_FENCED, epoch, row.token, 'superseded')
+  end
+  redis.call('HSET', row_key, 'expires', expires)
+  return expires
+end
+if row.mode ~= 's' or row.token ~= epoch then
+  return fail(E.PRODUCER_FENCED, epoch, row.token, 'superseded')
+end
+redis.call('ZADD', shared, expires, session)
+return expires
