@@ -29,7 +29,7 @@ from .notify import Notifier
 from .ownership import Ownership
 from .record import DEFAULT_LIMITS
 from .retry import TRANSIENT_ERRORS, RetryBudget
-from .settings import FencingSettings
+from .settings import FencingSettings, load_settings
 from .text import text as _text
 from .topic import Topic
 
@@ -62,8 +62,7 @@ class Client:
             overrides["socket_timeout"] = socket_timeout
         if allow_eviction is not None:
             overrides["allow_eviction"] = allow_eviction
-        base = settings or FencingSettings()
-        self.settings = base.model_validate({**base.model_dump(), **overrides})
+        self.settings = load_settings(settings, **overrides)
         if redis_client is None:
             redis_client = redis.Redis.from_url(self.settings.redis_url)
         elif not isinstance(redis_client, redis.Redis):
@@ -92,7 +91,7 @@ class Client:
 
         >>> client = Client.from_url("redis://localhost:6379/0", namespace="billing")
         """
-        settings = FencingSettings() if url is None else FencingSettings(redis_url=url)
+        settings = load_settings() if url is None else load_settings(redis_url=url)
         return cls(
             redis.Redis.from_url(settings.redis_url),
             namespace=namespace,

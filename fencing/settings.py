@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .errors import FencingError, InvalidArgument, InvalidArgumentType
 from .keys import validate_name
 
 
@@ -29,7 +32,31 @@ class FencingSettings(BaseSettings):
     socket_timeout: float = Field(default=2.0, gt=0)
     allow_eviction: bool = False
 
-    @field_validator("namespace")
+    @field_validator("namespace", mode="before")
     @classmethod
-    def _namespace(cls, value: str) -> str:
+    def _namespace(cls, value: object) -> str:
         return validate_name("namespace", value)
+
+
+def load_settings(base: FencingSettings | None = None, **overrides: Any) -> FencingSettings:
+    """Settings from the environment (or ``base``) with ``overrides``, as library errors.
+
+    pydantic's ValidationError is turned back into the library's own error (InvalidName,
+    InvalidArgumentType) or an InvalidArgument naming the setting.
+    """
+    try:
+        if base is None:
+            return FencingSettings(**overrides)
+        return base.model_validate({**base.model_dump(), **overrides})
+    except ValidationError as exc:
+        for error in exc.errors():
+            original = (error.get("ctx") or {}).get("error")
+            if isinstance(original, FencingError):
+                raise original from None
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "settings"
+        kind = InvalidArgumentType if first.get("type", "").endswith("_type") else InvalidArgument
+        raise kind(
+            f"invalid redis-fencing setting {where!r}: {first.get('msg')} "
+            f"(FENCING_{where.upper()} in the environment, or the argument of the same name)"
+        ) from None
