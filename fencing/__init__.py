@@ -44,6 +44,7 @@ from .producer import AccessMode, Producer
 from .reader import Reader
 from .record import Record, RecordMetadata
 from .settings import FencingSettings
+from .state import ProducerState
 from .topic import Topic
 
 try:
@@ -74,6 +75,7 @@ __all__ = [
     "Producer",
     "ProducerBusy",
     "ProducerFenced",
+    "ProducerState",
     "Reader",
     "Record",
     "RecordMetadata",

@@ -63,6 +63,21 @@ CODES: dict[str, CodeSpec] = {
             "the producer was superseded on this partition",
         ),
         CodeSpec(
+            "DUPLICATE_SEQUENCE",
+            ("pid", "first_seq", "last_seq", "reason"),
+            "a sequence range already used by other records, or older than the window",
+        ),
+        CodeSpec(
+            "OUT_OF_ORDER_SEQUENCE",
+            ("pid", "expected_seq", "first_seq"),
+            "a gap in the producer's sequence",
+        ),
+        CodeSpec(
+            "UNKNOWN_PRODUCER_ID",
+            ("pid", "reason"),
+            "the producer's state expired while a batch was pending, or resume= named it",
+        ),
+        CodeSpec(
             "UNKNOWN_TOPIC",
             ("topic",),
             "the topic does not exist and no partition count was given to create it",

@@ -279,13 +279,29 @@ class UnknownTopic(InvalidArgument):
 class DuplicateSequence(FencingError):
     """A sequence range was used by other records, or is older than the window."""
 
+    def __init__(self, message: str, *, pid: int, first_sequence: int, last_sequence: int) -> None:
+        super().__init__(message)
+        self.pid = pid
+        self.first_sequence = first_sequence
+        self.last_sequence = last_sequence
+
 
 class OutOfOrderSequence(FencingError):
     """A batch left a gap in the producer's sequence; nothing was written."""
 
+    def __init__(self, message: str, *, pid: int, expected_sequence: int, sequence: int) -> None:
+        super().__init__(message)
+        self.pid = pid
+        self.expected_sequence = expected_sequence
+        self.sequence = sequence
+
 
 class UnknownProducerId(FencingError):
     """The producer's state expired while a batch was pending or ``resume=`` named it."""
+
+    def __init__(self, message: str, *, pid: int) -> None:
+        super().__init__(message)
+        self.pid = pid
 
 
 class Unavailable(FencingError):

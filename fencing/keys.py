@@ -13,6 +13,9 @@ Layout (``ns`` is the client's namespace)::
     <ns>:{<topic>/<p>}:prod:shared            zset: live shared producers (session -> expiry)
     <ns>:{<topic>/<p>}:prod:waiters           zset: WAIT_FOR_EXCLUSIVE queue (session -> arrival)
     <ns>:{<topic>/<p>}:prod:waitexp           hash: waiter leases (session -> expiry)
+    <ns>:{<topic>/<p>}:pids                   hash: idempotence state per PID (JSON)
+    <ns>:{<topic>/<p>}:pidexp                 zset: PID -> last write (ms), for expiry
+    <ns>:{<topic>/<p>}:names                  hash: producer name -> "pid generation"
 
 All keys about one resource share the hash tag ``{<resource>}``, so every script touches
 one slot and runs unchanged on Redis Cluster. A topic partition's tag is
@@ -194,8 +197,11 @@ class PartitionKeys:
 
     __slots__ = (
         "meta",
+        "names",
         "owner",
         "partition",
+        "pid_expiry",
+        "pids",
         "released",
         "resource",
         "shared",
@@ -220,6 +226,9 @@ class PartitionKeys:
         self.shared = f"{base}:prod:shared"
         self.waiters = f"{base}:prod:waiters"
         self.waiting_leases = f"{base}:prod:waitexp"
+        self.pids = f"{base}:pids"
+        self.pid_expiry = f"{base}:pidexp"
+        self.names = f"{base}:names"
 
 
 def slot_of(key: str) -> int:

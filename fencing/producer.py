@@ -37,6 +37,7 @@ from .errors import (
     FencingError,
     InvalidArgument,
     InvalidArgumentType,
+    OutcomeUnknown,
     ProducerBusy,
     ProducerFenced,
     StateLost,
@@ -46,8 +47,9 @@ from .keys import PartitionKeys, slot_of, validate_name
 from .ownership import validate_ttl
 from .process import ProcessBound
 from .protocol.producer import OPEN_MODES
-from .protocol.topic import Writer
+from .protocol.topic import Sequenced, Writer
 from .record import Record, RecordMetadata, to_bytes
+from .state import ProducerState
 from .validate import check_int
 
 if TYPE_CHECKING:
@@ -68,12 +70,28 @@ class AccessMode(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class _Standing:
-    """What this producer holds on one partition."""
+class Pending:
+    """A batch whose outcome is unknown (retries ran out): resolved before the next send."""
 
-    pk: PartitionKeys
-    writer: Writer
-    lock: threading.Lock
+    records: int
+    generation: int
+    first_sequence: int
+    checksum: str
+
+
+class _Standing:
+    """What this producer holds on one partition. Mutated only under ``lock``."""
+
+    __slots__ = ("generation", "lock", "next_sequence", "pending", "pid", "pk", "writer")
+
+    def __init__(self, pk: PartitionKeys, writer: Writer, pid: int, generation: int, seq: int):
+        self.pk = pk
+        self.writer = writer
+        self.lock = threading.Lock()
+        self.pid = pid
+        self.generation = generation
+        self.next_sequence = seq
+        self.pending: Pending | None = None
 
 
 class Producer(ProcessBound):
@@ -95,7 +113,22 @@ class Producer(ProcessBound):
         *,
         lease_ttl: float = 10.0,
         wait_timeout: float | None = None,
+        idempotent: bool = True,
+        resume: ProducerState | None = None,
     ) -> None:
+        if not isinstance(idempotent, bool):
+            raise InvalidArgumentType("idempotent must be a bool")
+        if resume is not None:
+            if not isinstance(resume, ProducerState):
+                raise InvalidArgumentType(
+                    f"resume must be a fencing.ProducerState, got {type(resume).__name__}"
+                )
+            if resume.topic != topic.name:
+                raise InvalidArgument(
+                    f"resume= holds the state of topic {resume.topic!r}, not {topic.name!r}"
+                )
+            if not idempotent:
+                raise InvalidArgument("resume= needs an idempotent producer")
         if not isinstance(access_mode, AccessMode):
             raise InvalidArgumentType(
                 f"access_mode must be a fencing.AccessMode, got {type(access_mode).__name__}"
@@ -110,9 +143,14 @@ class Producer(ProcessBound):
             if wait_timeout < 0:
                 raise InvalidArgument(f"wait_timeout must be >= 0, got {wait_timeout}")
         self.wait_timeout = wait_timeout
+        self.idempotent = idempotent
+        self.resume = resume
+        #: How the last pending batch was resolved: (partition, its metadata or None).
+        self.last_resolution: tuple[int, list[RecordMetadata] | None] | None = None
         #: The producer's identity: drawn now, never shared with another producer object.
         self.session = secrets.token_hex(16)
         self._ttl_ms = max(1, round(self.lease_ttl * 1000))
+        self._state_expiry_ms = round(topic._client.settings.producer_state_ttl * 1000)
         self._budget = topic._client._budget_for_ttl(self.lease_ttl)
         self._lock = threading.Lock()
         self._round_robin = itertools.count()
@@ -140,12 +178,20 @@ class Producer(ProcessBound):
                 return self
             topic = self.topic
             topic.open()
-            self._producer_id = topic._client._allocate_producer_id()
+            if self.resume is not None:
+                self._producer_id = self.resume.producer_id
+            else:
+                self._producer_id = topic._client._allocate_producer_id()
             parts = [topic.partition_keys(p) for p in range(topic.partitions)]
+            ordered = sorted(parts, key=lambda k: (slot_of(k.owner), k.partition))
             deadline = None if self.wait_timeout is None else time.monotonic() + self.wait_timeout
             try:
-                for pk in sorted(parts, key=lambda k: (slot_of(k.owner), k.partition)):
-                    self._standing[pk.partition] = self._register(pk, deadline)
+                # A new incarnation (name or resume=) bumps the PID generation everywhere
+                # first, so the older one is fenced on every partition before we return.
+                ids = [self._incarnation(pk) for pk in ordered]
+                self._producer_id = ids[0][0]  # a known name keeps its PID
+                for pk, (pid, gen, seq) in zip(ordered, ids, strict=True):
+                    self._standing[pk.partition] = self._register(pk, deadline, pid, gen, seq)
                     if self._renewal is None:
                         self._renewal = topic._client._keeper.schedule(
                             self.lease_ttl / 3.0, self._renew_all
@@ -156,21 +202,40 @@ class Producer(ProcessBound):
             self._opened = True
         return self
 
-    def _register(self, pk: PartitionKeys, deadline: float | None) -> _Standing:
+    def _incarnation(self, pk: PartitionKeys) -> tuple[int, int, int]:
+        """(pid, generation, next sequence) of this producer on a partition."""
+        assert self._producer_id is not None
+        if self.name is None and self.resume is None:
+            return self._producer_id, 0, 0
+        resume = self.resume
+        call = protocol.producer.pid_open(
+            pk,
+            pid=self._producer_id,
+            name=self.name,
+            resume_generation=None if resume is None else resume.generations.get(pk.partition, 0),
+            resume_next_sequence=None if resume is None else resume.next_sequence(pk.partition),
+            state_expiry_ms=self._state_expiry_ms,
+        )
+        opened = self._execute(call)
+        return opened.pid, opened.generation, opened.next_sequence
+
+    def _register(
+        self, pk: PartitionKeys, deadline: float | None, pid: int, generation: int, seq: int
+    ) -> _Standing:
         mode = OPEN_MODES[self.access_mode.name]
         call = self._open_call(pk, mode, None)
         opened = self._execute(call)
         if opened.status == "waiting":
             opened = self._wait(pk, opened, deadline)
         writer = Writer(
-            producer_id=str(self._producer_id),
+            producer_id=str(pid),
             session=self.session,
             mode="s" if opened.status == "shared" else "x",
             epoch=opened.epoch,
             ttl_ms=self._ttl_ms,
             row_incarnation=opened.incarnation,
         )
-        return _Standing(pk, writer, threading.Lock())
+        return _Standing(pk, writer, pid, generation, seq)
 
     def _open_call(
         self, pk: PartitionKeys, mode: str, wgen: int | None, seen: str = ""
@@ -185,6 +250,7 @@ class Producer(ProcessBound):
             seen_incarnation=seen,
             wgen=wgen,
             session_channel_prefix=self.topic._client.keys.session_channel_prefix(),
+            named=self.name is not None,
         )
 
     def _wait(
@@ -351,6 +417,18 @@ class Producer(ProcessBound):
         with standing.lock:
             if self._fenced is not None:
                 raise self._fenced
+            if standing.pending is not None:
+                self._resolve(standing)
+            sequenced = None
+            if self.idempotent:
+                sequenced = Sequenced(
+                    pid_generation=standing.generation,
+                    first_sequence=standing.next_sequence,
+                    checksum=protocol.topic.checksum(batch),
+                    state_expiry_ms=self._state_expiry_ms,
+                    fresh=True,
+                    name=self.name or "",
+                )
             call = protocol.topic.append(
                 pk,
                 batch,
@@ -358,6 +436,7 @@ class Producer(ProcessBound):
                 seen_next=topic.seen_next(p),
                 expected_offset=expected_offset,
                 writer=standing.writer,
+                sequenced=sequenced,
                 errors=protocol.producer.producer_errors(pk),
             )
             try:
@@ -365,9 +444,90 @@ class Producer(ProcessBound):
             except (ProducerFenced, StateLost) as exc:
                 self._fenced = exc
                 raise
+            except OutcomeUnknown as exc:
+                if sequenced is not None:
+                    standing.pending = Pending(
+                        len(batch),
+                        sequenced.pid_generation,
+                        sequenced.first_sequence,
+                        sequenced.checksum,
+                    )
+                    exc.args = (
+                        f"{exc.args[0]}. The producer resolves it before its next send on "
+                        f"partition {p} (or call producer.resolve({p})): it either landed "
+                        "once, or can never land",
+                    )
+                raise
+            if sequenced is not None:
+                standing.next_sequence += len(batch)
             topic.saw_next(p, appended.first_offset + len(batch))
         name, epoch, first = topic.name, standing.writer.epoch, appended.first_offset
         return [RecordMetadata(name, p, first + i, epoch) for i in range(len(batch))]
+
+    def resolve(self, partition: int) -> list[RecordMetadata] | None:
+        """Settle a batch whose send raised OutcomeUnknown on ``partition``, in one script.
+
+        Returns the batch's metadata if it landed (once), or None if it did not — and then
+        it never will: the PID generation was bumped so no copy still in flight can land.
+        Also returns None when nothing is pending. Raises
+        :class:`~fencing.UnknownProducerId` if the producer state expired meanwhile.
+        """
+        pk = self.topic.partition_keys(partition)
+        standing = self._standing[pk.partition]
+        with standing.lock:
+            if standing.pending is None:
+                return None
+            return self._resolve(standing)
+
+    def _resolve(self, standing: _Standing) -> list[RecordMetadata] | None:
+        pending = standing.pending
+        assert pending is not None
+        pk = standing.pk
+        call = protocol.producer.resolve(
+            pk,
+            pid=standing.pid,
+            generation=pending.generation,
+            first_seq=pending.first_sequence,
+            last_seq=pending.first_sequence + pending.records - 1,
+            checksum=pending.checksum,
+        )
+        try:
+            resolved = self._execute(call)
+        except ProducerFenced as exc:
+            self._fenced = exc
+            raise
+        standing.pending = None
+        result: list[RecordMetadata] | None = None
+        if resolved.landed:
+            epoch = standing.writer.epoch
+            result = [
+                RecordMetadata(self.topic.name, pk.partition, resolved.first_offset + i, epoch)
+                for i in range(pending.records)
+            ]
+        standing.generation = resolved.generation
+        standing.next_sequence = resolved.next_sequence
+        self.last_resolution = (pk.partition, result)
+        log.info(
+            "redis-fencing: pending batch on %s partition %d %s",
+            pk.topic,
+            pk.partition,
+            f"landed at offset {resolved.first_offset}" if result else "did not land",
+        )
+        return result
+
+    @property
+    def state(self) -> ProducerState:
+        """PID, generations and next sequence per partition: save it to resume later."""
+        if not self._opened:
+            self.open()
+        assert self._producer_id is not None
+        return ProducerState(
+            topic=self.topic.name,
+            producer_id=self._producer_id,
+            name=self.name,
+            generations={p: s.generation for p, s in self._standing.items()},
+            sequences={p: s.next_sequence for p, s in self._standing.items()},
+        )
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -18,6 +18,8 @@ class FencingSettings(BaseSettings):
     ``FENCING_NAMESPACE``: prefix of every key (default ``fencing``).
     ``FENCING_SOCKET_TIMEOUT``: upper bound of socket timeouts in seconds; each handle uses
     at most a quarter of its lease TTL.
+    ``FENCING_PRODUCER_STATE_TTL``: seconds after its last write that an idempotent
+    producer's state (PID, sequence, duplicate window) is kept (default 7 days).
     ``FENCING_ALLOW_EVICTION``: set to 1 to run on a server whose ``maxmemory-policy`` is not
     ``noeviction`` (an eviction silently resets coordination state; see the README).
 
@@ -31,6 +33,7 @@ class FencingSettings(BaseSettings):
     namespace: str = "fencing"
     socket_timeout: float = Field(default=2.0, gt=0)
     allow_eviction: bool = False
+    producer_state_ttl: float = Field(default=7 * 24 * 3600.0, gt=0)
 
     @field_validator("namespace", mode="before")
     @classmethod

@@ -20,6 +20,7 @@ from .producer import AccessMode, Producer
 from .protocol.topic import PartitionInfo, TopicInfo
 from .reader import Reader
 from .record import DEFAULT_LIMITS, Limits
+from .state import ProducerState
 from .validate import check_int
 
 if TYPE_CHECKING:
@@ -187,6 +188,9 @@ class Topic:
         name: str | None = None,
         lease_ttl: float = 10.0,
         wait_timeout: float | None = None,
+        *,
+        idempotent: bool = True,
+        resume: ProducerState | None = None,
     ) -> Producer:
         """Open a producer on every partition of this topic in ``access_mode``.
 
@@ -195,10 +199,23 @@ class Topic:
         None = forever). The lease (``lease_ttl`` seconds, by server time) is renewed in
         the background every ttl/3; closing the producer releases it at once.
 
+        Producers are idempotent (G5): each batch carries the producer's PID and sequence,
+        so a retry after a lost reply returns the original offsets instead of appending
+        twice. ``name=`` or ``resume=`` (a saved :class:`~fencing.ProducerState`) open a new
+        incarnation that fences the older one on every partition; the sequence carries over.
+
         >>> with topic.producer(fencing.AccessMode.EXCLUSIVE) as p:
         ...     p.send(b"v", key=b"k")
         """
-        producer = Producer(self, access_mode, name, lease_ttl=lease_ttl, wait_timeout=wait_timeout)
+        producer = Producer(
+            self,
+            access_mode,
+            name,
+            lease_ttl=lease_ttl,
+            wait_timeout=wait_timeout,
+            idempotent=idempotent,
+            resume=resume,
+        )
         return producer.open()
 
     def reader(self, partition: int, start_offset: StartOffset = "earliest") -> Reader:

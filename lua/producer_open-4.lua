@@ -14,6 +14,8 @@
   ARGV[7]  my_wgen     for 'wait': the wgen it first queued under ('' on its first call)
   ARGV[8]  session_ch  prefix of per-session channels (a severed holder is told)
   ARGV[9]  released_ch channel waiters listen on
+  ARGV[10] named       '1' if ARGV[2] is the producer's name: a live exclusive holder of the
+                       same name is an older incarnation and is taken over at once
 
   Returns one of
     {'granted', epoch, expires_ms, inc, wgen}   exclusive now (epoch = token, grown by one)
@@ -38,7 +40,7 @@ local row_key, shared, waiters, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local session, label, mode = ARGV[1], ARGV[2], ARGV[3]
 local ttl_ms = int_arg(ARGV[4])
 local new_inc, seen_inc, my_wgen = ARGV[5], ARGV[6], ARGV[7]
-local session_ch, released_ch = ARGV[8], ARGV[9]
+local session_ch, released_ch, named = ARGV[8], ARGV[9], ARGV[10]
 
 if ttl_ms == nil or ttl_ms <= 0 then
   return fail(E.BAD_ARGUMENT, 'ttl_ms', ARGV[4])
@@ -69,6 +71,9 @@ if mode ~= 'shared' and row.mode == 'x' and row.session == session then
 end
 local holder_live = row.mode == 'x' and row.session ~= '' and row.expires > now
   and row.session ~= session
+if holder_live and mode ~= 'shared' and named == '1' and row.label == label then
+  holder_live = false  -- our own older incarnation: a named restart takes over (epoch + 1)
+end
 local shared_expiry = live_shared(shared, now)
 local head, head_expiry = head_waiter(waiters, leases, now)
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import FencingError, ProducerBusy, ProducerFenced
+from ..errors import (
+    DuplicateSequence,
+    FencingError,
+    OutOfOrderSequence,
+    ProducerBusy,
+    ProducerFenced,
+    UnknownProducerId,
+)
 from ..keys import PartitionKeys
 from ..lua_loader import script
 from ..text import text
@@ -47,14 +54,21 @@ def producer_errors(pk: PartitionKeys) -> Any:
     def convert(reply: ErrorReply) -> FencingError:
         if reply.code == "PRODUCER_FENCED":
             epoch, current = reply.int("epoch"), reply.int("current_epoch")
-            why = (
-                "an EXCLUSIVE_WITH_FENCING producer took over while it waited"
-                if reply.fields["reason"] == "fenced-waiter"
-                else f"epoch {current} was granted to another producer since"
+            why = {
+                "fenced-waiter": f"it holds epoch {epoch} but an EXCLUSIVE_WITH_FENCING "
+                "producer took over while it waited",
+                "pid-generation": f"it is incarnation {epoch} of its producer id, and "
+                f"incarnation {current} (resume= or the same name) was opened since",
+                "name": f"it is incarnation {epoch} of its name, and incarnation {current} was "
+                "opened since",
+            }.get(
+                reply.fields["reason"],
+                f"it holds epoch {epoch} but epoch {current} was granted to another producer "
+                "since",
             )
             return ProducerFenced(
-                f"producer fenced on {where}: it holds epoch {epoch} but {why}. This "
-                "producer can never write again; open a new one",
+                f"producer fenced on {where}: {why}. This producer can never write again; "
+                "open a new one",
                 topic=pk.topic,
                 partition=pk.partition,
                 epoch=epoch,
@@ -79,6 +93,37 @@ def producer_errors(pk: PartitionKeys) -> Any:
                 remaining=remaining,
                 holder_label=label,
             )
+        if reply.code == "DUPLICATE_SEQUENCE":
+            first, last = reply.int("first_seq"), reply.int("last_seq")
+            what = (
+                "was used by other records"
+                if reply.fields["reason"] == "other-records"
+                else "is older than the producer's last 5 batches"
+            )
+            return DuplicateSequence(
+                f"{where}: producer {reply.fields['pid']} sequences {first}..{last} {what}; "
+                "nothing was written. Resend the same records, or resume from saved state",
+                pid=int(reply.fields["pid"]),
+                first_sequence=first,
+                last_sequence=last,
+            )
+        if reply.code == "OUT_OF_ORDER_SEQUENCE":
+            expected, got = reply.int("expected_seq"), reply.int("first_seq")
+            return OutOfOrderSequence(
+                f"{where}: producer {reply.fields['pid']} sent sequence {got} but the next "
+                f"is {expected}; nothing was written. A batch in between is missing: resend "
+                "from the saved state's sequence",
+                pid=int(reply.fields["pid"]),
+                expected_sequence=expected,
+                sequence=got,
+            )
+        if reply.code == "UNKNOWN_PRODUCER_ID":
+            return UnknownProducerId(
+                f"{where}: the state of producer {reply.fields['pid']} expired "
+                f"({reply.fields['reason']}), so whether its pending batch landed cannot be "
+                "known; nothing was written. Check the log, then open a new producer",
+                pid=int(reply.fields["pid"]),
+            )
         if reply.code in ("STATE_LOST", "WRONG_TYPE", "OFFSET_MISMATCH", "BAD_ARGUMENT"):
             return fallback(reply)  # type: ignore[no-any-return]
         return generic_error(reply)
@@ -97,6 +142,7 @@ def producer_open(
     seen_incarnation: str,
     wgen: int | None,
     session_channel_prefix: str,
+    named: bool = False,
 ) -> ScriptCall[Opened]:
     """Register on a partition in an access mode (``shared|exclusive|wait|fence``)."""
 
@@ -121,6 +167,7 @@ def producer_open(
             "" if wgen is None else wgen,
             session_channel_prefix,
             pk.released,
+            "1" if named else "0",
         ),
         parse=parse,
         error=producer_errors(pk),
@@ -147,5 +194,72 @@ def producer_close(pk: PartitionKeys, *, session: str, mode: str, epoch: int) ->
         keys=(pk.owner, pk.shared, pk.waiters, pk.waiting_leases),
         args=(session, mode, epoch, pk.released),
         parse=lambda reply: int(reply) == 1,
+        error=producer_errors(pk),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PidOpened:
+    """A pid_open reply: the PID to use, its new generation and the next sequence."""
+
+    pid: int
+    generation: int
+    next_sequence: int
+
+
+def pid_open(
+    pk: PartitionKeys,
+    *,
+    pid: int,
+    name: str | None,
+    resume_generation: int | None,
+    resume_next_sequence: int | None,
+    state_expiry_ms: int,
+) -> ScriptCall[PidOpened]:
+    """Start a new incarnation of a named or resumed producer on one partition."""
+
+    def parse(reply: list[Any]) -> PidOpened:
+        got_pid, gen, nxt = reply
+        return PidOpened(int(got_pid), int(gen), int(nxt))
+
+    return ScriptCall(
+        script=script("pid_open"),
+        keys=(pk.pids, pk.pid_expiry, pk.names),
+        args=(
+            pid,
+            name or "",
+            "" if resume_generation is None else resume_generation,
+            "" if resume_next_sequence is None else resume_next_sequence,
+            state_expiry_ms,
+        ),
+        parse=parse,
+        error=producer_errors(pk),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A resolve reply: whether the pending batch landed, and how to continue."""
+
+    landed: bool
+    first_offset: int
+    generation: int
+    next_sequence: int
+
+
+def resolve(
+    pk: PartitionKeys, *, pid: int, generation: int, first_seq: int, last_seq: int, checksum: str
+) -> ScriptCall[Resolved]:
+    """Settle a batch whose outcome is unknown: landed (offsets), or fenced off for good."""
+
+    def parse(reply: list[Any]) -> Resolved:
+        landed, first, gen, nxt = reply
+        return Resolved(int(landed) == 1, int(first), int(gen), int(nxt))
+
+    return ScriptCall(
+        script=script("resolve"),
+        keys=(pk.pids, pk.pid_expiry),
+        args=(pid, generation, first_seq, last_seq, checksum),
+        parse=parse,
         error=producer_errors(pk),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,11 +44,28 @@ class PartitionInfo:
 
 @dataclass(frozen=True, slots=True)
 class Appended:
-    """An append reply: offsets first .. first + count - 1, at server time timestamp_ms."""
+    """An append reply: offsets first .. first + count - 1, at server time timestamp_ms.
+
+    ``duplicate`` is True when this exact batch had landed before: nothing was written and
+    the offsets are the ones it got the first time (G5).
+    """
 
     first_offset: int
     timestamp_ms: int
     start_offset: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Sequenced:
+    """An idempotent batch's identity: PID generation, first sequence and checksum."""
+
+    pid_generation: int
+    first_sequence: int
+    checksum: str
+    state_expiry_ms: int
+    fresh: bool
+    name: str
 
 
 def _state_lost(where: str, key: str, reply: ErrorReply) -> StateLost:
@@ -206,9 +224,11 @@ def append(
     seen_next: int,
     expected_offset: int | None,
     writer: Writer,
+    sequenced: Sequenced | None = None,
     errors: Any = None,
 ) -> ScriptCall[Appended]:
-    """Append a batch to one partition, all or nothing, fenced by the writer's epoch."""
+    """Append a batch to one partition, all or nothing, fenced by the writer's epoch, and
+    exactly once when ``sequenced`` (idempotent producers)."""
     layout: list[str] = []
     args: list[ScriptArg] = [
         incarnation,
@@ -220,6 +240,12 @@ def append(
         writer.mode,
         writer.ttl_ms,
         writer.row_incarnation,
+        sequenced.pid_generation if sequenced else 0,
+        sequenced.first_sequence if sequenced else "",
+        sequenced.checksum if sequenced else "",
+        sequenced.state_expiry_ms if sequenced else 0,
+        "1" if sequenced and sequenced.fresh else "0",
+        sequenced.name if sequenced else "",
         "",  # the layout, filled in below
     ]
     for record in records:
@@ -232,10 +258,10 @@ def append(
             args.append(encode_headers(record.headers))
             shape += 2
         layout.append("0123"[shape])
-    args[9] = "".join(layout)
+    args[15] = "".join(layout)
     return ScriptCall(
         script=script("append"),
-        keys=(pk.meta, pk.stream, pk.owner),
+        keys=(pk.meta, pk.stream, pk.owner, pk.pids, pk.pid_expiry, pk.names),
         args=tuple(args),
         parse=_appended,
         error=errors or partition_errors(pk),
@@ -243,8 +269,23 @@ def append(
 
 
 def _appended(reply: list[Any]) -> Appended:
-    first, ts, start = reply
-    return Appended(int(first), int(ts), int(start))
+    first, ts, start, duplicate = reply
+    return Appended(int(first), int(ts), int(start), int(duplicate) == 1)
+
+
+def checksum(records: Sequence[Record]) -> str:
+    """CRC-32 of a batch's records (values, keys, headers, with their lengths), as hex."""
+    crc = 0
+    for record in records:
+        key = record.key
+        head = b"%d:%d:" % (len(record.value), -1 if key is None else len(key))
+        crc = zlib.crc32(head, crc)
+        crc = zlib.crc32(record.value, crc)
+        if key:
+            crc = zlib.crc32(key, crc)
+        if record.headers:
+            crc = zlib.crc32(encode_headers(record.headers), crc)
+    return f"{crc:08x}"
 
 
 def trim(pk: PartitionKeys, *, incarnation: str, before_offset: int) -> ScriptCall[PartitionInfo]:

@@ -1,0 +1,187 @@
+--[[
+  append: append a batch of records to one partition, all or nothing, exactly once
+  (G2, G3, G4, G5, G6, G9).
+
+  KEYS[1]  the partition metadata (hash)       <ns>:{<topic>/<p>}:part
+  KEYS[2]  the partition's stream              <ns>:{<topic>/<p>}:log
+  KEYS[3]  the exclusive-producer row (hash)   <ns>:{<topic>/<p>}:own:__producer__
+  KEYS[4]  idempotence state per PID (hash)    <ns>:{<topic>/<p>}:pids
+  KEYS[5]  PID -> last write (zset)            <ns>:{<topic>/<p>}:pidexp
+  KEYS[6]  producer names (hash)               <ns>:{<topic>/<p>}:names
+  ARGV[1]  inc        the partition incarnation the caller saw
+  ARGV[2]  seen_next  the highest next offset the caller saw (0 if none)
+  ARGV[3]  expected   '' for no check, else the offset the batch must start at
+  ARGV[4]  producer   producer id written with each record
+  ARGV[5]  epoch      the epoch the producer holds ('x') or registered under ('s')
+  ARGV[6]  session    the producer's session id
+  ARGV[7]  mode       'x' exclusive holder, 's' shared producer
+  ARGV[8]  ttl_ms     an exclusive holder's lease is extended to now + ttl_ms
+  ARGV[9]  row_inc    the incarnation of the producer row the producer saw
+  ARGV[10] pid_gen    the producer's PID generation on this partition
+  ARGV[11] first_seq  sequence of the first record ('' for a non-idempotent producer)
+  ARGV[12] checksum   checksum of the batch's records (with the PID and range: its identity)
+  ARGV[13] expiry_ms  producer state expires this long after its last write
+  ARGV[14] fresh      '1' if nothing of this producer is pending on the partition
+  ARGV[15] name       the producer's name ('' if unnamed)
+  ARGV[16] layout     one character per record: '0' value, '1' value+key, '2' value+headers,
+                      '3' value+key+headers
+  ARGV[17..] the records' values, keys and headers, in layout order
+
+  Returns {first_offset, timestamp_ms, start, duplicate}: the batch holds offsets
+    first_offset .. first_offset + #layout - 1; start is the first retained offset after
+    retention; duplicate is 1 when this exact batch had landed before (nothing written, the
+    offsets are the original ones).
+  Errors: STATE_LOST (G9: the partition or the producer row vanished, was recreated or went
+    backwards), PRODUCER_FENCED (G2: another epoch was granted since, or a newer incarnation
+    of this PID or name exists), DUPLICATE_SEQUENCE / OUT_OF_ORDER_SEQUENCE /
+    UNKNOWN_PRODUCER_ID (G5), OFFSET_MISMATCH (expected is not the next offset),
+    WRONG_TYPE, BAD_ARGUMENT.
+
+  Checks, in order and before the first write: coordination state (G9), producer session
+  and epoch (G2), PID generation, sequence range and checksum (G5), expected offset (G3). An exclusive holder whose lease lapsed while nobody
+  else was granted still appends (and its lease is extended): the epoch did not move, as in
+  PIP-68 when the old producer reconnects first. Each record is one XADD with the explicit ID
+  0-(offset+1), so the stream itself refuses to reuse an offset.
+]]
+--- @include "common"
+--- @include "partition"
+--- @include "producer"
+--- @include "idempotence"
+
+local meta, stream, row_key, pids, pid_expiry, names = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
+  KEYS[5], KEYS[6]
+local expected, producer, epoch = ARGV[3], ARGV[4], int_arg(ARGV[5])
+local session, mode, ttl_ms, row_inc = ARGV[6], ARGV[7], int_arg(ARGV[8]), ARGV[9]
+local pid_gen, first_seq, checksum = int_arg(ARGV[10]), ARGV[11], ARGV[12]
+local expiry_ms, fresh, name, layout = int_arg(ARGV[13]), ARGV[14], ARGV[15], ARGV[16]
+if epoch == nil or ttl_ms == nil or ttl_ms <= 0 or pid_gen == nil or expiry_ms == nil then
+  return fail(E.BAD_ARGUMENT, 'epoch/ttl_ms/pid_gen/expiry_ms',
+    ARGV[5] .. '/' .. ARGV[8] .. '/' .. ARGV[10] .. '/' .. ARGV[13])
+end
+local n = #layout
+if n == 0 then
+  return fail(E.BAD_ARGUMENT, 'layout', 'empty')
+end
+local first_s, last_s
+if first_seq ~= '' then
+  first_s = int_arg(first_seq)
+  if first_s == nil or first_s < 0 then
+    return fail(E.BAD_ARGUMENT, 'first_seq', first_seq)
+  end
+  last_s = first_s + n - 1
+end
+local bad = check_types({pids, pid_expiry, names}, {'hash', 'zset', 'hash'})
+if bad then return bad end
+
+local seen_next = int_arg(ARGV[2])
+if seen_next == nil then
+  return fail(E.BAD_ARGUMENT, 'seen_next', ARGV[2])
+end
+local p
+p, bad = load_partition(meta, stream, ARGV[1], seen_next)
+if bad then return bad end
+local row
+row, bad = load_producer_row(row_key, '')
+if bad then return bad end
+if not row.exists then
+  return fail(E.STATE_LOST, 'missing', row_inc, '-')
+end
+if row.inc ~= row_inc then
+  return fail(E.STATE_LOST, 'incarnation', row_inc, row.inc)
+end
+if row.token < epoch then
+  return fail(E.STATE_LOST, 'token', epoch, row.token)
+end
+if mode == 'x' then
+  if row.mode ~= 'x' or row.session ~= session or row.token ~= epoch then
+    return fail(E.PRODUCER_FENCED, epoch, row.token, 'superseded')
+  end
+elseif mode ~= 's' or row.mode ~= 's' or row.token ~= epoch then
+  return fail(E.PRODUCER_FENCED, epoch, row.token, 'superseded')
+end
+-- G5: PID generation, then the sequence range and checksum.
+local now = now_ms()
+local state
+if first_s ~= nil then
+  drop_expired(pids, pid_expiry, now, expiry_ms)
+  if name ~= '' then
+    local owner = redis.call('HGET', names, name)
+    if owner then
+      local owner_pid, owner_gen = string.match(owner, '^(%S+) (%S+)$')
+      if owner_pid ~= producer or tonumber(owner_gen) > pid_gen then
+        return fail(E.PRODUCER_FENCED, pid_gen, tonumber(owner_gen), 'name')
+      end
+    end
+  end
+  state = load_pid(pids, producer)
+  if state ~= nil then
+    if pid_gen < state.g then
+      return fail(E.PRODUCER_FENCED, pid_gen, state.g, 'pid-generation')
+    end
+    local seen = find_batch(state, first_s, last_s)
+    if seen ~= nil then
+      if seen[3] == checksum then
+        return {seen[4], now, p.start, 1}
+      end
+      return fail(E.DUPLICATE_SEQUENCE, producer, first_s, last_s, 'other-records')
+    end
+    if first_s ~= state.s + 1 then
+      if first_s <= state.s then
+        return fail(E.DUPLICATE_SEQUENCE, producer, first_s, last_s, 'older-than-window')
+      end
+      return fail(E.OUT_OF_ORDER_SEQUENCE, producer, state.s + 1, first_s)
+    end
+    state.g = pid_gen
+  else
+    if first_s ~= 0 and fresh ~= '1' then
+      return fail(E.UNKNOWN_PRODUCER_ID, producer, 'expired')
+    end
+    state = {g = pid_gen, s = first_s - 1, w = {}}
+  end
+end
+
+if expected ~= '' and int_arg(expected) == nil then
+  return fail(E.BAD_ARGUMENT, 'expected', expected)
+end
+if expected ~= '' and tonumber(expected) ~= p.next then
+  return fail(E.OFFSET_MISMATCH, expected, p.next)
+end
+local first = p.next
+local pos = 17
+for i = 1, n do
+  local shape = string.byte(layout, i) - 48
+  local id = offset_id(first + i - 1)
+  local value = ARGV[pos]
+  pos = pos + 1
+  if shape == 0 then
+    redis.call('XADD', stream, id, 't', now, 'e', epoch, 'p', producer, 'v', value)
+  elseif shape == 1 then
+    redis.call('XADD', stream, id, 't', now, 'e', epoch, 'p', producer, 'v', value,
+      'k', ARGV[pos])
+    pos = pos + 1
+  elseif shape == 2 then
+    redis.call('XADD', stream, id, 't', now, 'e', epoch, 'p', producer, 'v', value,
+      'h', ARGV[pos])
+    pos = pos + 1
+  else
+    redis.call('XADD', stream, id, 't', now, 'e', epoch, 'p', producer, 'v', value,
+      'k', ARGV[pos], 'h', ARGV[pos + 1])
+    pos = pos + 2
+  end
+end
+
+local next_offset = first + n
+local start = p.start
+if p.maxlen > 0 and next_offset - start > p.maxlen then
+  start = next_offset - p.maxlen
+  redis.call('XTRIM', stream, 'MINID', offset_id(start))
+end
+redis.call('HSET', meta, 'next', next_offset, 'start', start)
+if mode == 'x' then
+  redis.call('HSET', row_key, 'expires', now + ttl_ms)
+end
+if state ~= nil then
+  remember_batch(state, first_s, last_s, checksum, first)
+  save_pid(pids, pid_expiry, producer, state, now)
+end
+return {first, now, start, 0}
