@@ -73,7 +73,17 @@ class SyncDriver:
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     def execute(self, call: ScriptCall[T], budget: RetryBudget) -> T:
-        """Run a call, retrying transient errors within ``budget``."""
+        """Run a call, retrying transient errors within ``budget``.
+
+        The first attempt runs without the retry engine (the hot path pays nothing for
+        it); only a transient error enters the tenacity loop, which resends the very
+        same call (same PID and sequence, same session and token), so a retry after a
+        lost reply is harmless.
+        """
+        try:
+            return self.execute_once(call)
+        except TRANSIENT_ERRORS:
+            pass
         try:
             for attempt in budget.retrying():
                 with attempt:

@@ -490,6 +490,7 @@ class Producer(ProcessBound):
             first_seq=pending.first_sequence,
             last_seq=pending.first_sequence + pending.records - 1,
             checksum=pending.checksum,
+            state_expiry_ms=self._state_expiry_ms,
         )
         try:
             resolved = self._execute(call)

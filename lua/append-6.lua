@@ -70,15 +70,11 @@ if first_seq ~= '' then
   end
   last_s = first_s + n - 1
 end
-local bad = check_types({pids, pid_expiry, names}, {'hash', 'zset', 'hash'})
-if bad then return bad end
-
 local seen_next = int_arg(ARGV[2])
 if seen_next == nil then
   return fail(E.BAD_ARGUMENT, 'seen_next', ARGV[2])
 end
-local p
-p, bad = load_partition(meta, stream, ARGV[1], seen_next)
+local p, bad = load_partition(meta, stream, ARGV[1], seen_next)
 if bad then return bad end
 local row
 row, bad = load_producer_row(row_key, '')
@@ -103,9 +99,10 @@ end
 local now = now_ms()
 local state
 if first_s ~= nil then
-  drop_expired(pids, pid_expiry, now, expiry_ms)
   if name ~= '' then
-    local owner = redis.call('HGET', names, name)
+    local owner
+    owner, bad = read_checked('HGET', names, name)
+    if bad then return bad end
     if owner then
       local owner_pid, owner_gen = string.match(owner, '^(%S+) (%S+)$')
       if owner_pid ~= producer or tonumber(owner_gen) > pid_gen then
@@ -113,7 +110,10 @@ if first_s ~= nil then
       end
     end
   end
-  state = load_pid(pids, producer)
+  state, bad = load_pid(pids, producer, now, expiry_ms)
+  if bad then return bad end
+  bad = check_expiry_index(pid_expiry)
+  if bad then return bad end
   if state ~= nil then
     if pid_gen < state.g then
       return fail(E.PRODUCER_FENCED, pid_gen, state.g, 'pid-generation')
@@ -137,6 +137,8 @@ if first_s ~= nil then
       return fail(E.UNKNOWN_PRODUCER_ID, producer, 'expired')
     end
     state = {g = pid_gen, s = first_s - 1, w = {}}
+    -- A new registration removes a few expired states of other producers.
+    drop_expired(pids, pid_expiry, now, expiry_ms)
   end
 end
 

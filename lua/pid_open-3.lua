@@ -49,7 +49,9 @@ if name ~= '' then
   end
 end
 
-local state = load_pid(pids, pid)
+local state
+state, bad = load_pid(pids, pid, now, expiry_ms)
+if bad then return bad end
 local next_seq
 if state ~= nil then
   gen = math.max(gen, state.g) + 1

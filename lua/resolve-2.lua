@@ -10,6 +10,7 @@
   ARGV[3]  first_seq  the batch's first sequence
   ARGV[4]  last_seq   the batch's last sequence
   ARGV[5]  checksum   the batch's checksum
+  ARGV[6]  expiry_ms  producer state expires this long after its last write
 
   Returns {landed, first_offset, generation, next_sequence}: landed 1 with the original first
     offset, or 0 (first_offset -1) with the new generation and the sequence to continue at.
@@ -28,7 +29,10 @@ if pid_gen == nil or first_s == nil or last_s == nil then
 end
 local bad = check_types({pids, pid_expiry}, {'hash', 'zset'})
 if bad then return bad end
-local state = load_pid(pids, pid)
+local now = now_ms()
+local state
+state, bad = load_pid(pids, pid, now, int_arg(ARGV[6]) or 0)
+if bad then return bad end
 if state == nil then
   return fail(E.UNKNOWN_PRODUCER_ID, pid, 'pending-expired')
 end
@@ -40,5 +44,5 @@ if seen ~= nil and seen[3] == checksum then
   return {1, seen[4], state.g, state.s + 1}
 end
 state.g = state.g + 1
-save_pid(pids, pid_expiry, pid, state, now_ms())
+save_pid(pids, pid_expiry, pid, state, now)
 return {0, -1, state.g, state.s + 1}

@@ -248,7 +248,14 @@ class Resolved:
 
 
 def resolve(
-    pk: PartitionKeys, *, pid: int, generation: int, first_seq: int, last_seq: int, checksum: str
+    pk: PartitionKeys,
+    *,
+    pid: int,
+    generation: int,
+    first_seq: int,
+    last_seq: int,
+    checksum: str,
+    state_expiry_ms: int,
 ) -> ScriptCall[Resolved]:
     """Settle a batch whose outcome is unknown: landed (offsets), or fenced off for good."""
 
@@ -259,7 +266,7 @@ def resolve(
     return ScriptCall(
         script=script("resolve"),
         keys=(pk.pids, pk.pid_expiry),
-        args=(pid, generation, first_seq, last_seq, checksum),
+        args=(pid, generation, first_seq, last_seq, checksum, state_expiry_ms),
         parse=parse,
         error=producer_errors(pk),
     )

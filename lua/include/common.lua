@@ -32,6 +32,16 @@ local function key_type(key)
   return redis.call('TYPE', key)['ok']
 end
 
+-- A read command whose key may hold another type: returns the reply, or nil and a
+-- WRONG_TYPE error reply (cheaper than a TYPE call before every read on the hot path).
+local function read_checked(command, key, ...)
+  local reply = redis.pcall(command, key, ...)
+  if type(reply) == 'table' and reply.err then
+    return nil, fail(E.WRONG_TYPE, key_type(key), key)
+  end
+  return reply
+end
+
 -- Publish without ever failing the script: a missing pub/sub permission must not undo a
 -- grant that already happened. Always the last thing a script does.
 local function notify(channel, message)

@@ -9,14 +9,13 @@
 -- Returns the partition as a table, or nil plus an error reply.
 -- seen_inc: the incarnation the caller saw; seen_next: the highest next offset it saw.
 local function load_partition(meta, stream, seen_inc, seen_next)
-  local t = key_type(meta)
-  if t == 'none' then
+  local v, bad = read_checked('HMGET', meta, 'inc', 'next', 'start', 'maxlen')
+  if bad then
+    return nil, bad
+  end
+  if not v[1] then
     return nil, fail(E.STATE_LOST, 'missing', seen_inc, '-')
   end
-  if t ~= 'hash' then
-    return nil, fail(E.WRONG_TYPE, t, meta)
-  end
-  local v = redis.call('HMGET', meta, 'inc', 'next', 'start', 'maxlen')
   local p = {
     inc = v[1] or '',
     next = tonumber(v[2] or '0'),

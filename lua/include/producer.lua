@@ -13,16 +13,15 @@ local MAX_CLEANUP = 100
 
 -- The row as a table ({} fields defaulted when the key is missing: exists = false).
 local function load_producer_row(key, new_inc)
-  local t = key_type(key)
-  if t ~= 'none' and t ~= 'hash' then
-    return nil, fail(E.WRONG_TYPE, t, key)
+  local v, bad = read_checked('HMGET', key, 'inc', 'session', 'label', 'gen', 'token',
+    'expires', 'mode', 'wgen', 'wseq')
+  if bad then
+    return nil, bad
   end
-  if t == 'none' then
+  if not v[1] then
     return {exists = false, inc = new_inc, session = '', label = '', gen = 0, token = 0,
       expires = 0, mode = '', wgen = 0, wseq = 0}
   end
-  local v = redis.call('HMGET', key, 'inc', 'session', 'label', 'gen', 'token', 'expires',
-    'mode', 'wgen', 'wseq')
   return {exists = true, inc = v[1] or '', session = v[2] or '', label = v[3] or '',
     gen = tonumber(v[4] or '0'), token = tonumber(v[5] or '0'),
     expires = tonumber(v[6] or '0'), mode = v[7] or '', wgen = tonumber(v[8] or '0'),
