@@ -136,7 +136,9 @@ class Notifier:
                         self._stop.wait(_POLL_SECONDS)
                     continue
                 if not pubsub.subscribed:
-                    self._stop.wait(_POLL_SECONDS)
+                    # Woken at once by the next subscribe() (a fixed sleep here would delay a
+                    # new subscriber's confirmation, and so its first notification).
+                    pubsub.subscribed_event.wait(_POLL_SECONDS)
                     continue
                 message = pubsub.get_message(timeout=_POLL_SECONDS)
             except Exception:  # a closed or broken connection: reconnect unless stopping

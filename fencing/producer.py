@@ -82,7 +82,16 @@ class Pending:
 class _Standing:
     """What this producer holds on one partition. Mutated only under ``lock``."""
 
-    __slots__ = ("generation", "lock", "next_sequence", "pending", "pid", "pk", "writer")
+    __slots__ = (
+        "errors",
+        "generation",
+        "lock",
+        "next_sequence",
+        "pending",
+        "pid",
+        "pk",
+        "writer",
+    )
 
     def __init__(self, pk: PartitionKeys, writer: Writer, pid: int, generation: int, seq: int):
         self.pk = pk
@@ -92,6 +101,7 @@ class _Standing:
         self.generation = generation
         self.next_sequence = seq
         self.pending: Pending | None = None
+        self.errors = protocol.producer.producer_errors(pk)  # built once, not per send
 
 
 class Producer(ProcessBound):
@@ -404,7 +414,9 @@ class Producer(ProcessBound):
         """
         if self._fenced is not None:
             raise self._fenced
-        self.open()
+        if not self._opened or self._closed:
+            self.open()  # opens, or raises for a closed producer
+        self._check_process()
         batch = self._batch(records)
         if partition is None:
             partition = self._batch_partition(batch, expected_offset)
@@ -437,7 +449,7 @@ class Producer(ProcessBound):
                 expected_offset=expected_offset,
                 writer=standing.writer,
                 sequenced=sequenced,
-                errors=protocol.producer.producer_errors(pk),
+                errors=standing.errors,
             )
             try:
                 appended = self._execute(call)

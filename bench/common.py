@@ -1,0 +1,88 @@
+"""Shared helpers for the benchmarks: a throwaway server, timing, percentiles, a table."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import redis
+
+from fencing.embedded import EmbeddedServer
+
+
+@contextmanager
+def server() -> Iterator[EmbeddedServer]:
+    """A throwaway local server (redis-server from PATH, else Valkey) for one bench run."""
+    with EmbeddedServer.start() as s:
+        yield s
+
+
+def rate(fn: Callable[[], int], seconds: float) -> float:
+    """Items per second: call ``fn`` (returns items done) repeatedly for ``seconds``."""
+    done = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        done += fn()
+        now = time.perf_counter()
+        if now >= deadline:
+            return done / (now - start)
+
+
+def latencies(fn: Callable[[], object], count: int) -> list[float]:
+    """Seconds per call of ``fn``, ``count`` times (after a short warm-up)."""
+    for _ in range(min(200, count)):
+        fn()
+    out = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100)."""
+    ordered = sorted(values)
+    idx = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[idx]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+class RoundTrips:
+    """Counts requests written to Redis (one per round trip for non-pipelined calls)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._original = redis.connection.AbstractConnection.send_packed_command
+
+    def __enter__(self) -> RoundTrips:
+        original = self._original
+        counter = self
+
+        def counting(
+            conn: redis.connection.AbstractConnection, command: object, check_health: bool = True
+        ) -> None:
+            counter.count += 1
+            original(conn, command, check_health)  # type: ignore[arg-type]
+
+        redis.connection.AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        redis.connection.AbstractConnection.send_packed_command = self._original  # type: ignore[method-assign]
+
+
+def table(rows: list[tuple[str, str, str, str, str]]) -> str:
+    """A plain-text table: benchmark, fenced, baseline, ratio, target."""
+    head = ("benchmark", "redis-fencing", "baseline", "ratio", "target")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(5)]
+    line = "  ".join("-" * w for w in widths)
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)), line]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(out)
