@@ -56,9 +56,12 @@ def fresh_server(server: ServerInfo) -> Iterator[ServerInfo]:
 
 
 @pytest.fixture
-def namespace() -> str:
-    """A namespace no other test uses."""
-    return "t" + uuid.uuid4().hex[:12]
+def namespace(server: ServerInfo) -> Iterator[str]:
+    """A namespace no other test uses; on an external server its keys are removed after."""
+    name = "t" + uuid.uuid4().hex[:12]
+    yield name
+    if not server.owned:
+        _drop_namespace(server.url, name)
 
 
 @pytest.fixture
@@ -75,8 +78,6 @@ def client(server: ServerInfo, namespace: str) -> Iterator[fencing.Client]:
     c = fencing.Client.from_url(server.url, namespace=namespace)
     yield c
     c.close()
-    if not server.owned:
-        _drop_namespace(server.url, namespace)
 
 
 def _drop_namespace(url: str, namespace: str) -> None:
