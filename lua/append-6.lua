@@ -77,24 +77,8 @@ end
 local p, bad = load_partition(meta, stream, ARGV[1], seen_next)
 if bad then return bad end
 local row
-row, bad = load_producer_row(row_key, '')
+row, bad = check_standing(row_key, session, mode, epoch, row_inc)
 if bad then return bad end
-if not row.exists then
-  return fail(E.STATE_LOST, 'missing', row_inc, '-')
-end
-if row.inc ~= row_inc then
-  return fail(E.STATE_LOST, 'incarnation', row_inc, row.inc)
-end
-if row.token < epoch then
-  return fail(E.STATE_LOST, 'token', epoch, row.token)
-end
-if mode == 'x' then
-  if row.mode ~= 'x' or row.session ~= session or row.token ~= epoch then
-    return fail(E.PRODUCER_FENCED, epoch, row.token, 'superseded')
-  end
-elseif mode ~= 's' or row.mode ~= 's' or row.token ~= epoch then
-  return fail(E.PRODUCER_FENCED, epoch, row.token, 'superseded')
-end
 -- G5: PID generation, then the sequence range and checksum.
 local now = now_ms()
 local state

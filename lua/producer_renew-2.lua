@@ -25,28 +25,13 @@ if ttl_ms == nil or ttl_ms <= 0 or epoch == nil then
 end
 local bad = check_types({shared}, {'zset'})
 if bad then return bad end
-local row
-row, bad = load_producer_row(row_key, '')
+local _
+_, bad = check_standing(row_key, session, mode, epoch, inc)
 if bad then return bad end
-if not row.exists then
-  return fail(E.STATE_LOST, 'missing', inc, '-')
-end
-if row.inc ~= inc then
-  return fail(E.STATE_LOST, 'incarnation', inc, row.inc)
-end
-if row.token < epoch then
-  return fail(E.STATE_LOST, 'token', epoch, row.token)
-end
 local expires = now_ms() + ttl_ms
 if mode == 'x' then
-  if row.mode ~= 'x' or row.session ~= session or row.token ~= epoch then
-    return fail(E.PRODUCER_FENCED, epoch, row.token, 'superseded')
-  end
   redis.call('HSET', row_key, 'expires', expires)
-  return expires
+else
+  redis.call('ZADD', shared, expires, session)
 end
-if row.mode ~= 's' or row.token ~= epoch then
-  return fail(E.PRODUCER_FENCED, epoch, row.token, 'superseded')
-end
-redis.call('ZADD', shared, expires, session)
 return expires

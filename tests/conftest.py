@@ -56,6 +56,16 @@ def fresh_server(server: ServerInfo) -> Iterator[ServerInfo]:
 
 
 @pytest.fixture
+def own(fresh_server: ServerInfo, namespace: str) -> Iterator[tuple[fencing.Client, redis.Redis]]:
+    """A fencing client and a raw client on a server of this test's own (safe to FLUSHALL)."""
+    client = fencing.Client.from_url(fresh_server.url, namespace=namespace)
+    raw = redis.Redis.from_url(fresh_server.url)
+    yield client, raw
+    client.close()
+    raw.close()
+
+
+@pytest.fixture
 def namespace(server: ServerInfo) -> Iterator[str]:
     """A namespace no other test uses; on an external server its keys are removed after."""
     name = "t" + uuid.uuid4().hex[:12]

@@ -3,24 +3,10 @@ StateLost for producers and readers that saw it, and nothing is written."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis
 
-import fencing
 from fencing import Client, StateLost
-
-from .conftest import ServerInfo
-
-
-@pytest.fixture
-def own(fresh_server: ServerInfo, namespace: str) -> Iterator[tuple[Client, redis.Redis]]:
-    client = fencing.Client.from_url(fresh_server.url, namespace=namespace)
-    raw = redis.Redis.from_url(fresh_server.url)
-    yield client, raw
-    client.close()
-    raw.close()
 
 
 def test_flushall_stops_producers_and_readers(own: tuple[Client, redis.Redis]) -> None:

@@ -28,6 +28,34 @@ local function load_producer_row(key, new_inc)
     wseq = tonumber(v[9] or '0')}
 end
 
+-- The check of every fenced producer call: the row is the one the producer saw (G9) and
+-- the producer still stands in it (G2): as the exclusive holder ('x': same session and
+-- epoch) or as a shared producer ('s': the shared regime of the same epoch). Returns the
+-- row, or nil and an error reply.
+local function check_standing(key, session, mode, epoch, row_inc)
+  local row, bad = load_producer_row(key, '')
+  if bad then
+    return nil, bad
+  end
+  if not row.exists then
+    return nil, fail(E.STATE_LOST, 'missing', row_inc, '-')
+  end
+  if row.inc ~= row_inc then
+    return nil, fail(E.STATE_LOST, 'incarnation', row_inc, row.inc)
+  end
+  if row.token < epoch then
+    return nil, fail(E.STATE_LOST, 'token', epoch, row.token)
+  end
+  if mode == 'x' then
+    if row.mode ~= 'x' or row.session ~= session or row.token ~= epoch then
+      return nil, fail(E.PRODUCER_FENCED, epoch, row.token, 'superseded')
+    end
+  elseif mode ~= 's' or row.mode ~= 's' or row.token ~= epoch then
+    return nil, fail(E.PRODUCER_FENCED, epoch, row.token, 'superseded')
+  end
+  return row
+end
+
 local function save_producer_row(key, row)
   redis.call('HSET', key, 'inc', row.inc, 'session', row.session, 'label', row.label,
     'gen', row.gen, 'token', row.token, 'expires', row.expires, 'mode', row.mode,
