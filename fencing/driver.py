@@ -10,6 +10,7 @@ one :class:`~fencing.errors.Unavailable`.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, TypeVar
 
 import redis
@@ -80,12 +81,14 @@ class SyncDriver:
         same call (same PID and sequence, same session and token), so a retry after a
         lost reply is harmless.
         """
+        started = time.monotonic()
         try:
             return self.execute_once(call)
         except TRANSIENT_ERRORS:
             pass
+        spent = time.monotonic() - started
         try:
-            for attempt in budget.retrying():
+            for attempt in budget.retrying(spent=spent, attempts_made=1):
                 with attempt:
                     return self.execute_once(call)
         except TRANSIENT_ERRORS as exc:

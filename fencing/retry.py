@@ -47,11 +47,14 @@ class RetryBudget:
         timeout = min(cap, ttl / 4.0)
         return cls(timeout=round(timeout, 3), deadline=ttl / 2.0)
 
-    def retrying(self) -> Retrying:
-        """A tenacity engine for this budget (re-raises the last error when it gives up)."""
+    def retrying(self, *, spent: float = 0.0, attempts_made: int = 0) -> Retrying:
+        """A tenacity engine for what is left of this budget after ``spent`` seconds and
+        ``attempts_made`` attempts (re-raises the last error when it gives up)."""
+        left = max(0.0, self.deadline - spent)
         return Retrying(
             retry=retry_if_exception_type(TRANSIENT_ERRORS),
-            stop=stop_after_attempt(self.attempts) | stop_before_delay(self.deadline),
+            stop=stop_after_attempt(max(1, self.attempts - attempts_made))
+            | stop_before_delay(left),
             wait=wait_random_exponential(multiplier=0.02, max=max(0.02, self.deadline / 4)),
             reraise=True,
         )

@@ -63,8 +63,7 @@ def producer_errors(pk: PartitionKeys) -> Any:
                 "opened since",
             }.get(
                 reply.fields["reason"],
-                f"it holds epoch {epoch} but epoch {current} was granted to another producer "
-                "since",
+                f"it holds epoch {epoch} but epoch {current} was granted to another producer since",
             )
             return ProducerFenced(
                 f"producer fenced on {where}: {why}. This producer can never write again; "

@@ -1,0 +1,354 @@
+"""Lost replies and lost requests on a real TCP path (G5, seed 003's network-error case).
+
+A producer's client talks to the server through :class:`tests.proxy.Proxy`, which is told
+to lose the reply of an append (the append ran, the producer never hears of it) or the
+request itself (the append never ran). The log is always checked with a plain redis-py
+client connected straight to the server, never through the proxy.
+
+- A lost reply is retried by the library within its budget: the resend carries the same PID
+  and sequence, so the server answers with the original offsets and writes nothing. A
+  non-idempotent producer appends the batch twice in the same situation (the contrast).
+- When every attempt loses its reply, the send raises ``OutcomeUnknown``; resolving finds
+  the batch in the window (it landed once) and returns its original metadata.
+- When every attempt loses its request, resolving returns None and bumps the PID
+  generation: the producer goes on, and no copy of the lost batch with the old generation
+  can ever land.
+
+Faults target only the append script's EVALSHA (by its SHA1), so lease renewals and other
+calls on the same connections pass untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from urllib.parse import urlparse
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+import fencing
+from fencing import protocol
+from fencing.keys import PartitionKeys
+from fencing.lua_loader import script
+from fencing.producer import Producer
+from fencing.protocol.topic import Sequenced
+
+from .conftest import ServerInfo, _drop_namespace
+from .helpers import wait_until
+from .proxy import Proxy
+
+TOPIC = "out"
+#: The append script as it appears on the wire: its SHA1 follows EVALSHA.
+APPEND = script("append").sha1.encode()
+#: Short leases: each attempt times out after ttl/4, the whole send gives up after ttl/2.
+LEASE_TTL = 2.0
+SHORT_TTL = 1.0
+
+
+@pytest.fixture
+def proxy(server: ServerInfo) -> Iterator[Proxy]:
+    """A proxy in front of the test server (TCP on loopback only)."""
+    url = urlparse(server.url)
+    if url.scheme != "redis" or url.hostname not in ("127.0.0.1", "localhost") or not url.port:
+        pytest.skip(f"the proxy needs a loopback TCP server, not {server.url}")
+    with Proxy(url.port) as p:
+        yield p
+
+
+@pytest.fixture
+def pclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[fencing.Client]:
+    """A fencing client whose every connection goes through the proxy."""
+    path = urlparse(server.url).path or "/0"
+    c = fencing.Client.from_url(f"redis://127.0.0.1:{proxy.port}{path}", namespace=namespace)
+    yield c
+    c.close()
+    if not server.owned:
+        _drop_namespace(server.url, namespace)
+
+
+def log_values(raw: redis.Redis, pk: PartitionKeys) -> list[tuple[int, bytes, int]]:
+    """(offset, value, producer id) of every record in the stream, read straight from it."""
+    entries: list[tuple[bytes, dict[bytes, bytes]]] = raw.xrange(pk.stream)  # type: ignore[assignment]
+    out = []
+    for entry_id, fields in entries:
+        ms, seq = entry_id.decode().split("-")
+        assert ms == "0"
+        out.append((int(seq) - 1, fields[b"v"], int(fields[b"p"])))
+    return out
+
+
+def assert_log(raw: redis.Redis, pk: PartitionKeys, values: list[bytes], pid: int) -> None:
+    """The whole log is exactly ``values`` at offsets 0.. by ``pid``, and next == len."""
+    expected = [(i, v, pid) for i, v in enumerate(values)]
+    assert log_values(raw, pk) == expected
+    assert int(raw.hget(pk.meta, "next")) == len(values)  # type: ignore[arg-type]
+
+
+def evalsha_args(chunk: bytes) -> list[bytes]:
+    """The arguments of the EVALSHA command of the append script in a captured chunk."""
+    at = chunk.index(b"$7\r\nEVALSHA\r\n$40\r\n" + APPEND)
+    pos = chunk.rindex(b"*", 0, at)
+    end = chunk.index(b"\r\n", pos)
+    count = int(chunk[pos + 1 : end])
+    pos = end + 2
+    args = []
+    for _ in range(count):
+        assert chunk[pos : pos + 1] == b"$"
+        end = chunk.index(b"\r\n", pos)
+        size = int(chunk[pos + 1 : end])
+        args.append(chunk[end + 2 : end + 2 + size])
+        assert len(args[-1]) == size, "the captured request is incomplete"
+        pos = end + 4 + size
+    return args
+
+
+def offsets(mds: list[fencing.RecordMetadata]) -> list[int]:
+    return [m.offset for m in mds]
+
+
+def metadata(p: Producer, first: int, n: int) -> list[fencing.RecordMetadata]:
+    return [fencing.RecordMetadata(TOPIC, 0, first + i, p.epoch(0)) for i in range(n)]
+
+
+def window(raw: redis.Redis, pk: PartitionKeys, pid: int) -> list[list[object]]:
+    """The PID's duplicate window on the partition: [first_seq, last_seq, checksum, offset]."""
+    state = raw.hget(pk.pids, str(pid))
+    assert state is not None
+    return list(json.loads(state)["w"])
+
+
+@pytest.mark.parametrize("close", [True, False], ids=["reset", "timeout"])
+def test_lost_reply_is_retried_with_the_same_sequence(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis, close: bool
+) -> None:
+    topic = pclient.topic(TOPIC, partitions=1)
+    pk = topic.partition_keys(0)
+    with topic.producer(lease_ttl=LEASE_TTL) as p:
+        assert offsets(p.send_batch([b"w0"], partition=0)) == [0]  # script loaded, p opened
+        with proxy.observe(APPEND) as seen, proxy.drop_replies(APPEND, close=close) as lost:
+            mds = p.send_batch([b"a", b"b", b"c"], partition=0)
+        # The first attempt ran and lost its reply; exactly one retry answered, and it was
+        # the very same request: same PID (ARGV 4), generation (10), first sequence (11)
+        # and checksum (12). ARGV[i] is argument 8 + i after EVALSHA, sha, numkeys, 6 keys.
+        assert (lost.hits, seen.hits) == (1, 2)
+        first, retry = (evalsha_args(chunk) for chunk in seen.captured)
+        assert first == retry
+        assert [first[8 + i] for i in (4, 10, 11)] == [b"%d" % p.producer_id, b"0", b"1"]
+        batch = [fencing.Record(v) for v in (b"a", b"b", b"c")]
+        assert first[8 + 12] == protocol.topic.checksum(batch).encode()
+        assert proxy.dropped_reply_bytes > 0
+        assert mds == metadata(p, 1, 3)
+        assert_log(raw, pk, [b"w0", b"a", b"b", b"c"], p.producer_id)
+        # The retry was answered from the window: the batch is in it once, at offset 1.
+        batches = window(raw, pk, p.producer_id)
+        assert [b[:2] for b in batches] == [[0, 0], [1, 3]]
+        assert [b[3] for b in batches] == [0, 1]
+        assert offsets(p.send_batch([b"d"], partition=0)) == [4]
+        assert_log(raw, pk, [b"w0", b"a", b"b", b"c", b"d"], p.producer_id)
+        assert p.last_resolution is None  # nothing was ever unknown to the caller
+
+
+def test_lost_reply_duplicates_without_idempotence(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis
+) -> None:
+    """The contrast: the same lost reply makes a non-idempotent producer append twice."""
+    topic = pclient.topic(TOPIC, partitions=1)
+    pk = topic.partition_keys(0)
+    with topic.producer(lease_ttl=LEASE_TTL, idempotent=False) as p:
+        assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
+        with proxy.observe(APPEND) as seen, proxy.drop_replies(APPEND) as lost:
+            mds = p.send_batch([b"a", b"b"], partition=0)
+        assert (lost.hits, seen.hits) == (1, 2)
+        assert offsets(mds) == [3, 4]  # the retry's own copy
+        assert_log(raw, pk, [b"w0", b"a", b"b", b"a", b"b"], p.producer_id)
+        assert raw.hlen(pk.pids) == 0  # no sequence state for a non-idempotent producer
+
+
+def max_attempts(p: Producer) -> int:
+    """Attempts one send may make: a first one, then the retry engine's (budget.attempts)."""
+    return 1 + p._budget.attempts
+
+
+def _exhaust(p: Producer, batch: list[bytes]) -> None:
+    with pytest.raises(fencing.OutcomeUnknown, match="resolves it before its next send"):
+        p.send_batch(batch, partition=0)
+
+
+@pytest.mark.parametrize("how", ["explicit", "next-send"])
+def test_retries_run_out_after_the_batch_landed(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis, how: str
+) -> None:
+    topic = pclient.topic(TOPIC, partitions=1)
+    pk = topic.partition_keys(0)
+    with topic.producer(lease_ttl=SHORT_TTL) as p:
+        assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
+        standing = p._standing[0]
+        generation = standing.generation
+        with proxy.drop_replies(APPEND, count=None) as lost:
+            _exhaust(p, [b"a", b"b"])
+        # Every attempt reached the server; only the first one wrote.
+        assert 2 <= lost.hits <= max_attempts(p)
+        assert standing.pending is not None
+        assert_log(raw, pk, [b"w0", b"a", b"b"], p.producer_id)
+        if how == "explicit":
+            resolved = p.resolve(0)
+            assert resolved == metadata(p, 1, 2)
+            assert p.last_resolution == (0, resolved)
+            assert p.resolve(0) is None  # settled: nothing pending any more
+            assert offsets(p.send_batch([b"c"], partition=0)) == [3]
+        else:
+            assert offsets(p.send_batch([b"c"], partition=0)) == [3]
+            assert p.last_resolution == (0, metadata(p, 1, 2))
+        assert standing.pending is None
+        assert standing.generation == generation  # it landed: no need to fence anything
+        assert_log(raw, pk, [b"w0", b"a", b"b", b"c"], p.producer_id)
+
+
+def test_unanswered_attempts_give_up_within_the_lease(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis
+) -> None:
+    """Every attempt times out (mute connections): the send gives up before the lease ends."""
+    topic = pclient.topic(TOPIC, partitions=1)
+    pk = topic.partition_keys(0)
+    with topic.producer(lease_ttl=SHORT_TTL) as p:
+        assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
+        with proxy.drop_replies(APPEND, count=None, close=False) as lost:
+            started = time.monotonic()
+            _exhaust(p, [b"a"])
+            elapsed = time.monotonic() - started
+        assert 2 <= lost.hits <= max_attempts(p)
+        # Each attempt waited its socket timeout (ttl/4); all of them fit in the lease.
+        assert lost.hits * p._budget.timeout <= elapsed < SHORT_TTL
+        assert p.resolve(0) == metadata(p, 1, 1)
+        assert_log(raw, pk, [b"w0", b"a"], p.producer_id)
+
+
+@pytest.mark.parametrize("how", ["explicit", "next-send"])
+def test_retries_run_out_before_the_batch_reached_the_server(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis, how: str
+) -> None:
+    topic = pclient.topic(TOPIC, partitions=1)
+    pk = topic.partition_keys(0)
+    with topic.producer(lease_ttl=SHORT_TTL) as p:
+        assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
+        standing = p._standing[0]
+        old_generation, old_sequence, writer = (
+            standing.generation,
+            standing.next_sequence,
+            standing.writer,
+        )
+        lost_batch = [b"lost-a", b"lost-b"]
+        with proxy.drop_requests(APPEND, count=None) as dropped:
+            _exhaust(p, lost_batch)
+        assert 2 <= dropped.hits <= max_attempts(p)
+        assert_log(raw, pk, [b"w0"], p.producer_id)
+
+        if how == "explicit":
+            assert p.resolve(0) is None
+            assert p.last_resolution == (0, None)
+            # The lost batch's sequences are free again, under a newer generation.
+            assert (standing.generation, standing.next_sequence) == (
+                old_generation + 1,
+                old_sequence,
+            )
+            _assert_old_copy_fenced(pclient, raw, p, writer, old_generation, old_sequence)
+        mds = p.send_batch([b"c"], partition=0)
+        assert mds == metadata(p, 1, 1)
+        assert p.last_resolution == (0, None)
+        assert standing.generation == old_generation + 1
+        _assert_old_copy_fenced(pclient, raw, p, writer, old_generation, old_sequence)
+        assert_log(raw, pk, [b"w0", b"c"], p.producer_id)
+
+
+def _assert_old_copy_fenced(
+    client: fencing.Client,
+    raw: redis.Redis,
+    p: Producer,
+    writer: protocol.topic.Writer,
+    generation: int,
+    sequence: int,
+) -> None:
+    """A late copy of the lost batch (old generation, same sequence) can never land."""
+    topic = p.topic
+    pk = topic.partition_keys(0)
+    records = [fencing.Record(b"lost-a"), fencing.Record(b"lost-b")]
+    call = protocol.topic.append(
+        pk,
+        records,
+        incarnation=topic.incarnation_of(0),
+        seen_next=topic.seen_next(0),
+        expected_offset=None,
+        writer=writer,
+        sequenced=Sequenced(
+            pid_generation=generation,
+            first_sequence=sequence,
+            checksum=protocol.topic.checksum(records),
+            state_expiry_ms=p._state_expiry_ms,
+            fresh=True,
+            name="",
+        ),
+        errors=protocol.producer.producer_errors(pk),
+    )
+    before = [raw.dump(k) for k in (pk.meta, pk.stream, pk.pids, pk.pid_expiry)]
+    with pytest.raises(fencing.ProducerFenced, match="incarnation"):
+        client._driver(1.0).execute(call, client._budget_default())
+    assert [raw.dump(k) for k in (pk.meta, pk.stream, pk.pids, pk.pid_expiry)] == before
+
+
+def test_a_pending_batch_whose_state_expired_is_an_unknown_producer(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis
+) -> None:
+    """G5: UnknownProducerId when a batch is pending and the PID's state is gone."""
+    topic = pclient.topic(TOPIC, partitions=1)
+    pk = topic.partition_keys(0)
+    with topic.producer(lease_ttl=SHORT_TTL) as p:
+        assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
+        with proxy.drop_replies(APPEND, count=None):
+            _exhaust(p, [b"a"])
+        assert raw.hdel(pk.pids, str(p.producer_id)) == 1
+        raw.zrem(pk.pid_expiry, str(p.producer_id))
+        before = [raw.dump(k) for k in (pk.meta, pk.stream, pk.pids, pk.pid_expiry)]
+        with pytest.raises(fencing.UnknownProducerId) as info:
+            p.resolve(0)
+        assert info.value.pid == p.producer_id
+        assert [raw.dump(k) for k in (pk.meta, pk.stream, pk.pids, pk.pid_expiry)] == before
+        assert_log(raw, pk, [b"w0", b"a"], p.producer_id)  # it did land; only the log knows
+
+
+def test_the_proxy_loses_replies_or_requests_on_demand(
+    proxy: Proxy, raw: redis.Redis, namespace: str
+) -> None:
+    """The proxy itself, with a plain redis-py client (no retries) going through it."""
+    r = redis.Redis(port=proxy.port, socket_timeout=0.3, retry=Retry(NoBackoff(), 0))
+    key = f"{namespace}:proxy"
+    # The command name as a RESP bulk string: b"SET" alone also matches CLIENT SETINFO,
+    # which redis-py sends on every new connection.
+    set_cmd = b"$3\r\nSET\r\n"
+    try:
+        assert r.ping()
+        with proxy.observe(set_cmd) as seen:
+            with proxy.drop_replies(set_cmd) as lost, pytest.raises(redis.ConnectionError):
+                r.set(key, b"applied")
+            assert lost.hits == 1
+            assert raw.get(key) == b"applied"  # the request ran, only its reply was lost
+            with proxy.drop_requests(set_cmd, close=False) as dropped:
+                with pytest.raises(redis.TimeoutError):  # a deaf connection: no reply at all
+                    r.set(key, b"never")
+                assert r.set(key, b"next")  # one-shot: the next connection is healthy
+            assert dropped.hits == 1
+            assert seen.hits == 3
+        assert raw.get(key) == b"next"
+        assert proxy.dropped_reply_bytes > 0 and proxy.dropped_request_bytes > 0
+        assert proxy.active_connections() == 1
+        accepted = proxy.accepted
+        proxy.sever()
+        wait_until(lambda: proxy.active_connections() == 0, timeout=5.0)
+        assert r.get(key) == b"next"  # redis-py notices the closed connection, reconnects
+        assert proxy.accepted == accepted + 1
+    finally:
+        r.close()
+        raw.delete(key)
