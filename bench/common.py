@@ -31,6 +31,34 @@ def rate(fn: Callable[[], int], seconds: float) -> float:
             return done / (now - start)
 
 
+def paired_rates(
+    mine: Callable[[], int], base: Callable[[], int], seconds: float, rounds: int = 5
+) -> tuple[float, float]:
+    """Median items/s of ``mine`` and ``base``, measured in alternating rounds.
+
+    Alternating cancels slow drifts of a shared machine (other tenants, CPU frequency)
+    that would otherwise favour whichever side ran in the quieter moment.
+    """
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(rounds):
+        b.append(rate(base, seconds / rounds))
+        a.append(rate(mine, seconds / rounds))
+    return statistics.median(a), statistics.median(b)
+
+
+def paired_latencies(
+    mine: Callable[[], object], base: Callable[[], object], count: int, rounds: int = 5
+) -> tuple[list[float], list[float]]:
+    """Per-call seconds of ``mine`` and ``base``, measured in alternating blocks."""
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(rounds):
+        b += latencies(base, count // rounds)
+        a += latencies(mine, count // rounds)
+    return a, b
+
+
 def latencies(fn: Callable[[], object], count: int) -> list[float]:
     """Seconds per call of ``fn``, ``count`` times (after a short warm-up)."""
     for _ in range(min(200, count)):

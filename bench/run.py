@@ -21,7 +21,7 @@ import redis
 import fencing
 from fencing import AccessMode, Record
 
-from .common import RoundTrips, latencies, pct, rate, server, table
+from .common import RoundTrips, paired_latencies, paired_rates, pct, server, table
 
 VALUE = b"x" * 100
 
@@ -51,7 +51,7 @@ def bench_batch(url: str, seconds: float, size: int) -> tuple[float, float]:
         producer.send_batch(records, partition=0)
         return size
 
-    raw_rate, fenced_rate = rate(raw, seconds), rate(fenced, seconds)
+    fenced_rate, raw_rate = paired_rates(fenced, raw, seconds)
     producer.close()
     client.close()
     r.delete(key)
@@ -62,10 +62,11 @@ def bench_latency(url: str, count: int) -> tuple[list[float], list[float], float
     """Single-record send latency vs one raw XADD; round trips per send."""
     r = redis.Redis.from_url(url)
     key = "bench:lat:" + uuid.uuid4().hex
-    raw = latencies(lambda: r.xadd(key, {"v": VALUE}), count)
     client = fenced_client(url)
     producer = client.topic("lat", partitions=1).producer(AccessMode.EXCLUSIVE)
-    fenced = latencies(lambda: producer.send(VALUE, partition=0), count)
+    fenced, raw = paired_latencies(
+        lambda: producer.send(VALUE, partition=0), lambda: r.xadd(key, {"v": VALUE}), count
+    )
     with RoundTrips() as trips:
         for _ in range(100):
             producer.send(VALUE, partition=0)
@@ -94,7 +95,7 @@ def bench_lock(url: str, seconds: float) -> tuple[float, float]:
         producer.send(VALUE, partition=0)
         return 1
 
-    base, mine = rate(locked, seconds), rate(fenced, seconds)
+    mine, base = paired_rates(fenced, locked, seconds)
     producer.close()
     client.close()
     r.delete(key)

@@ -14,7 +14,8 @@ from types import MappingProxyType
 
 from .errors import InvalidArgument, InvalidArgumentType, RecordTooLarge
 
-_EMPTY: Mapping[str, bytes] = MappingProxyType({})
+EMPTY_HEADERS: Mapping[str, bytes] = MappingProxyType({})
+_EMPTY = EMPTY_HEADERS
 
 
 def to_bytes(what: str, value: object) -> bytes:

@@ -17,7 +17,7 @@ from ..errors import (
 )
 from ..keys import PartitionKeys
 from ..lua_loader import script
-from ..record import Record, decode_headers, encode_headers
+from ..record import EMPTY_HEADERS, Record, decode_headers, encode_headers
 from ..text import text
 from .base import Command, ErrorReply, ReadCall, ScriptArg, ScriptCall, generic_error
 
@@ -336,7 +336,7 @@ def read(pk: PartitionKeys, offset: int, count: int, *, block_ms: int = 0) -> Re
         entries = replies[1]
         if block_ms > 0:
             entries = _xread_entries(entries)
-        return Batch(info, [_record(pk, entry_id, fields) for entry_id, fields in entries])
+        return Batch(info, _records(pk, entries))
 
     return ReadCall(commands=(meta, fetch), parse=parse, blocking_ms=block_ms)
 
@@ -361,19 +361,39 @@ def _xread_entries(reply: Any) -> list[Any]:
     return list(reply[0][1])
 
 
-def _record(pk: PartitionKeys, entry_id: bytes | str, fields: dict[bytes, bytes]) -> Record:
-    sid = text(entry_id)
-    key = fields.get(b"k")
-    headers = fields.get(b"h")
-    producer = fields.get(b"p") or b""
-    return Record(
-        value=fields.get(b"v", b""),
-        key=key,
-        headers=decode_headers(headers) if headers else decode_headers(b""),
-        topic=pk.topic,
-        partition=pk.partition,
-        offset=int(sid[sid.index("-") + 1 :]) - 1,
-        epoch=int(fields.get(b"e", b"0")),
-        producer_id=int(producer) if producer else None,
-        timestamp_ms=int(fields.get(b"t", b"0")),
-    )
+def _records(pk: PartitionKeys, entries: list[Any]) -> list[Record]:
+    """Stream entries as Records. Hot when reading: numbers shared by a batch (timestamp,
+    epoch, producer id) are converted once, not once per record."""
+    ints: dict[bytes, int] = {}
+    topic, partition = pk.topic, pk.partition
+    out = []
+    for entry_id, fields in entries:
+        get = fields.get
+        t, e, p = get(b"t", b"0"), get(b"e", b"0"), get(b"p")
+        ts = ints.get(t)
+        if ts is None:
+            ts = ints[t] = int(t)
+        epoch = ints.get(e)
+        if epoch is None:
+            epoch = ints[e] = int(e)
+        pid = None
+        if p:
+            pid = ints.get(p)
+            if pid is None:
+                pid = ints[p] = int(p)
+        headers = get(b"h")
+        sid = entry_id if isinstance(entry_id, bytes) else entry_id.encode()
+        out.append(
+            Record(
+                get(b"v", b""),
+                get(b"k"),
+                decode_headers(headers) if headers else EMPTY_HEADERS,
+                topic,
+                partition,
+                int(sid[sid.index(b"-") + 1 :]) - 1,
+                epoch,
+                pid,
+                ts,
+            )
+        )
+    return out
