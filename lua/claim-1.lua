@@ -87,6 +87,6 @@ redis.call('HSET', key,
 if severed ~= '' then
   -- "severed <old token> <new token> <group/resource key>": the old holder's handle learns
   -- it lost the grant without waiting for its next renew.
-  notify(session_ch .. severed, 'severed ' .. row.token .. ' ' .. new_token .. ' ' .. key)
+  notify_severed(session_ch, severed, row.token, new_token, key)
 end
 return {status, new_gen, new_token, expires, now, row.inc}

@@ -88,8 +88,7 @@ local function grant()
   row.mode = 'x'
   save_producer_row(row_key, row)
   if severed ~= '' and severed ~= session then
-    notify(session_ch .. severed, 'severed ' .. (row.token - 1) .. ' ' .. row.token .. ' '
-      .. row_key)
+    notify_severed(session_ch, severed, row.token - 1, row.token, row_key)
   end
   return {'granted', row.token, row.expires, row.inc, row.wgen}
 end
@@ -111,8 +110,7 @@ if mode == 'shared' then
     row.expires = 0
     save_producer_row(row_key, row)
     if severed ~= '' then
-      notify(session_ch .. severed, 'severed ' .. (row.token - 1) .. ' ' .. row.token .. ' '
-        .. row_key)
+      notify_severed(session_ch, severed, row.token - 1, row.token, row_key)
     end
   elseif not row.exists then
     save_producer_row(row_key, row)

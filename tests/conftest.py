@@ -83,6 +83,20 @@ def raw(server: ServerInfo) -> Iterator[redis.Redis]:
 
 
 @pytest.fixture
+def r(server: ServerInfo) -> Iterator[redis.Redis]:
+    """A raw client that decodes replies, for the per-script tests' exact comparisons."""
+    client = redis.Redis.from_url(server.url, decode_responses=True, socket_timeout=5)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def key(namespace: str) -> str:
+    """The ownership row the per-script tests work on."""
+    return f"{namespace}:{{orders/0}}:own:journal"
+
+
+@pytest.fixture
 def client(server: ServerInfo, namespace: str) -> Iterator[fencing.Client]:
     """A fencing client on the test server, in this test's namespace."""
     c = fencing.Client.from_url(server.url, namespace=namespace)

@@ -12,23 +12,10 @@ import redis
 
 from fencing.lua_loader import script
 
-from .conftest import ServerInfo
 from .helpers import server_ms, wait_server_past
 
 TTL = 10_000
 SESSION_CH = "sess:"
-
-
-@pytest.fixture
-def r(server: ServerInfo) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(server.url, decode_responses=True, socket_timeout=5)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def key(namespace: str) -> str:
-    return f"{namespace}:{{orders/0}}:own:journal"
 
 
 def claim(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,24 +12,11 @@ import redis
 
 from fencing.lua_loader import script
 
-from .conftest import ServerInfo
 from .helpers import wait_server_past
 
 TTL = 10_000
 INC = "inc-1"
 RELEASED_CH = "released-ch"
-
-
-@pytest.fixture
-def r(server: ServerInfo) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(server.url, decode_responses=True, socket_timeout=5)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def key(namespace: str) -> str:
-    return f"{namespace}:{{orders/0}}:own:journal"
 
 
 def run(r: redis.Redis, name: str, key: str, *args: str | int) -> Any:

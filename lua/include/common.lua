@@ -47,3 +47,8 @@ end
 local function notify(channel, message)
   redis.pcall('PUBLISH', channel, message)
 end
+
+-- Tell a severed session, on its own channel: "severed <old token> <new token> <row key>".
+local function notify_severed(session_ch, session, old_token, new_token, row_key)
+  notify(session_ch .. session, 'severed ' .. old_token .. ' ' .. new_token .. ' ' .. row_key)
+end
