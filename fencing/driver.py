@@ -17,7 +17,7 @@ import redis
 import redis.exceptions
 from redis.commands.core import Script
 
-from .errors import OutcomeUnknown, Unavailable
+from .errors import FencingError, OutcomeUnknown, Unavailable
 from .protocol.base import ReadCall, ScriptCall, parse_error_reply
 from .retry import TRANSIENT_ERRORS, RetryBudget
 
@@ -54,7 +54,7 @@ class SyncDriver:
         except redis.exceptions.ResponseError as exc:
             error = parse_error_reply(str(exc))
             if error is None:
-                raise
+                raise server_refusal(call.script.name, exc) from exc
             raise call.error(error) from None
         return call.parse(reply)
 
@@ -66,7 +66,11 @@ class SyncDriver:
                     pipe = self._client.pipeline(transaction=False)
                     for command in call.commands:
                         pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-                    return call.parse(pipe.execute())
+                    try:
+                        replies = pipe.execute()
+                    except redis.exceptions.ResponseError as exc:
+                        raise server_refusal("read", exc) from exc
+                    return call.parse(replies)
         except TRANSIENT_ERRORS as exc:
             raise Unavailable(
                 f"Redis unreachable within the retry budget ({budget.deadline:.3f}s): {exc}"
@@ -90,7 +94,19 @@ class SyncDriver:
         try:
             for attempt in budget.retrying(spent=spent, attempts_made=1):
                 with attempt:
-                    return self.execute_once(call)
+                    try:
+                        return self.execute_once(call)
+                    except FencingError as refusal:
+                        if call.ambiguous_after_retry:
+                            # An earlier attempt may have been applied before this refusal
+                            # (say: the append landed, its reply was lost, then another
+                            # producer took over). Telling "fenced" would hide a write.
+                            raise OutcomeUnknown(
+                                f"{call.script.name}: an attempt may have been applied "
+                                f"before its reply was lost, and the retry was refused "
+                                f"({refusal})"
+                            ) from refusal
+                        raise
         except TRANSIENT_ERRORS as exc:
             if call.mutating:
                 raise OutcomeUnknown(
@@ -103,3 +119,24 @@ class SyncDriver:
                 f"({budget.deadline:.3f}s): {exc}"
             ) from exc
         raise AssertionError("unreachable: tenacity either returns or raises")
+
+
+# Refusals by the server itself (not by a script's checks): nothing was applied.
+_NOT_APPLIED = (
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.BusyLoadingError,
+)
+_NOT_APPLIED_PREFIXES = ("MASTERDOWN", "BUSY", "LOADING", "NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN")
+
+
+def server_refusal(script: str, exc: redis.exceptions.ResponseError) -> FencingError:
+    """A typed error for a server refusal that no script check produced."""
+    message = str(exc)
+    if isinstance(exc, _NOT_APPLIED) or message.startswith(_NOT_APPLIED_PREFIXES):
+        return Unavailable(
+            f"{script}: Redis refused the call and applied nothing ({message}): out of "
+            "memory under maxmemory-policy noeviction, a read-only replica after a failover, "
+            "or a server that is loading or busy. Fix the server, then retry"
+        )
+    return FencingError(f"{script}: unexpected reply from Redis: {message}")

@@ -431,16 +431,15 @@ class Producer(ProcessBound):
                 raise self._fenced
             if standing.pending is not None:
                 self._resolve(standing)
-            sequenced = None
-            if self.idempotent:
-                sequenced = Sequenced(
-                    pid_generation=standing.generation,
-                    first_sequence=standing.next_sequence,
-                    checksum=protocol.topic.checksum(batch),
-                    state_expiry_ms=self._state_expiry_ms,
-                    fresh=True,
-                    name=self.name or "",
-                )
+            idempotent = self.idempotent
+            sequenced = Sequenced(
+                pid_generation=standing.generation,
+                first_sequence=standing.next_sequence if idempotent else None,
+                checksum=protocol.topic.checksum(batch) if idempotent else "",
+                state_expiry_ms=self._state_expiry_ms,
+                fresh=True,
+                name=self.name or "",
+            )
             call = protocol.topic.append(
                 pk,
                 batch,
@@ -457,7 +456,7 @@ class Producer(ProcessBound):
                 self._fenced = exc
                 raise
             except OutcomeUnknown as exc:
-                if sequenced is not None:
+                if sequenced.first_sequence is not None:
                     standing.pending = Pending(
                         len(batch),
                         sequenced.pid_generation,
@@ -470,7 +469,7 @@ class Producer(ProcessBound):
                         "once, or can never land",
                     )
                 raise
-            if sequenced is not None:
+            if idempotent:
                 standing.next_sequence += len(batch)
             topic.saw_next(p, appended.first_offset + len(batch))
         name, epoch, first = topic.name, standing.writer.epoch, appended.first_offset

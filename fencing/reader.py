@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from . import protocol
-from .errors import InvalidArgument
+from .errors import InvalidArgument, StateLost
 from .record import Record
 from .validate import check_int
 
@@ -85,6 +85,14 @@ class Reader:
         seen = topic.seen_next(self.partition)
         batch = topic._driver(timeout).read(call, topic.budget)
         topic._check_partition(self._pk, batch.partition, seen)
+        if batch.incarnation_after != topic.incarnation_of(self.partition):
+            raise StateLost(
+                f"partition {self.partition} of topic {topic.name!r} was recreated while it "
+                "was being read (the Redis server lost its state); nothing read was returned. "
+                "Open the topic again to read the new history",
+                reason="incarnation",
+                key=self._pk.meta,
+            )
         info = batch.partition
         assert info is not None
         if self._position < info.start_offset or self._position > info.next_offset:

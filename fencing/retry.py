@@ -33,8 +33,8 @@ class RetryBudget:
     ``timeout`` bounds each attempt (socket and connect timeouts); ``deadline`` bounds the
     whole call including backoff sleeps.
 
-    >>> RetryBudget.for_ttl(9.0).timeout
-    2.25
+    >>> RetryBudget.for_ttl(8.0).timeout
+    1.0
     """
 
     timeout: float
@@ -43,9 +43,20 @@ class RetryBudget:
 
     @classmethod
     def for_ttl(cls, ttl: float, *, cap: float = 5.0) -> RetryBudget:
-        """A budget safe for a lease of ``ttl`` seconds: attempts of ttl/4, in ttl/2 overall."""
-        timeout = min(cap, ttl / 4.0)
-        return cls(timeout=round(timeout, 3), deadline=ttl / 2.0)
+        """A budget safe for a lease of ``ttl`` seconds.
+
+        One attempt may take up to four socket timeouts (connect, send and read, and a
+        NOSCRIPT reload: SCRIPT LOAD plus EVALSHA again). Attempts start only within the
+        first ttl/3, and each socket step is bounded by ttl/8, so the worst case of a whole
+        call is ttl/3 + 4 * ttl/8 = 5/6 of the lease.
+        """
+        timeout = min(cap, ttl / 8.0)
+        return cls(timeout=round(timeout, 4), deadline=ttl / 3.0)
+
+    @property
+    def worst_case(self) -> float:
+        """The longest a call under this budget can take (see :meth:`for_ttl`)."""
+        return self.deadline + 4 * self.timeout
 
     def retrying(self, *, spent: float = 0.0, attempts_made: int = 0) -> Retrying:
         """A tenacity engine for what is left of this budget after ``spent`` seconds and

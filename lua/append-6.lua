@@ -82,18 +82,19 @@ if bad then return bad end
 -- G5: PID generation, then the sequence range and checksum.
 local now = now_ms()
 local state
-if first_s ~= nil then
-  if name ~= '' then
-    local owner
-    owner, bad = read_checked('HGET', names, name)
-    if bad then return bad end
-    if owner then
-      local owner_pid, owner_gen = string.match(owner, '^(%S+) (%S+)$')
-      if owner_pid ~= producer or tonumber(owner_gen) > pid_gen then
-        return fail(E.PRODUCER_FENCED, pid_gen, tonumber(owner_gen), 'name')
-      end
+-- A named producer (idempotent or not) must be the newest incarnation of its name.
+if name ~= '' then
+  local owner
+  owner, bad = read_checked('HGET', names, name)
+  if bad then return bad end
+  if owner then
+    local owner_pid, owner_gen = string.match(owner, '^(%S+) (%S+)$')
+    if owner_pid ~= producer or tonumber(owner_gen) > pid_gen then
+      return fail(E.PRODUCER_FENCED, pid_gen, tonumber(owner_gen), 'name')
     end
   end
+end
+if first_s ~= nil then
   state, bad = load_pid(pids, producer, now, expiry_ms)
   if bad then return bad end
   bad = check_expiry_index(pid_expiry)
@@ -120,9 +121,7 @@ if first_s ~= nil then
     if first_s ~= 0 and fresh ~= '1' then
       return fail(E.UNKNOWN_PRODUCER_ID, producer, 'expired')
     end
-    state = {g = pid_gen, s = first_s - 1, w = {}}
-    -- A new registration removes a few expired states of other producers.
-    drop_expired(pids, pid_expiry, now, expiry_ms)
+    state = {g = pid_gen, s = first_s - 1, w = {}, new = true}
   end
 end
 
@@ -167,6 +166,12 @@ if mode == 'x' then
   redis.call('HSET', row_key, 'expires', now + ttl_ms)
 end
 if state ~= nil then
+  if state.new then
+    -- A new registration removes a few expired states of other producers (a write, so
+    -- only now that every check passed).
+    state.new = nil
+    drop_expired(pids, pid_expiry, now, expiry_ms)
+  end
   remember_batch(state, first_s, last_s, checksum, first)
   save_pid(pids, pid_expiry, producer, state, now)
 end

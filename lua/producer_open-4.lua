@@ -71,7 +71,7 @@ if mode ~= 'shared' and row.mode == 'x' and row.session == session then
 end
 local holder_live = row.mode == 'x' and row.session ~= '' and row.expires > now
   and row.session ~= session
-if holder_live and mode ~= 'shared' and named == '1' and row.label == label then
+if holder_live and mode ~= 'shared' and named == '1' and row.pname == label then
   holder_live = false  -- our own older incarnation: a named restart takes over (epoch + 1)
 end
 local shared_expiry = live_shared(shared, now)
@@ -84,6 +84,7 @@ local function grant()
   row.gen = row.gen + 1
   row.session = session
   row.label = label
+  row.pname = named == '1' and label or ''
   row.expires = now + ttl_ms
   row.mode = 'x'
   save_producer_row(row_key, row)

@@ -10,7 +10,8 @@
   ARGV[4]  ttl_ms    lease length (> 0)
   ARGV[5]  inc       the row incarnation the producer saw
 
-  Returns the new lease expiry (ms, server time).
+  Returns the new lease expiry (ms, server time), or 0 for a shared producer that is not
+  registered any more (closed, or cleaned up after its lease lapsed).
   Errors: PRODUCER_FENCED (the epoch moved, or another session holds it), STATE_LOST,
     WRONG_TYPE, BAD_ARGUMENT.
 ]]
@@ -31,6 +32,10 @@ if bad then return bad end
 local expires = now_ms() + ttl_ms
 if mode == 'x' then
   redis.call('HSET', row_key, 'expires', expires)
+elseif redis.call('ZSCORE', shared, session) == false then
+  -- Not registered any more (closed, or its lapsed lease was cleaned up): a renewal never
+  -- re-registers, so it cannot race a close(). Sends still work while the epoch holds.
+  return 0
 else
   redis.call('ZADD', shared, expires, session)
 end

@@ -14,6 +14,9 @@
 
   Returns {landed, first_offset, generation, next_sequence}: landed 1 with the original first
     offset, or 0 (first_offset -1) with the new generation and the sequence to continue at.
+  A pending first batch (sequence 0) with no state never landed: the state is created one
+  generation up. A batch in the window is reported as landed even if a newer incarnation
+  exists (the caller must learn that it landed).
   Errors: UNKNOWN_PRODUCER_ID (the state expired: the outcome cannot be known),
     PRODUCER_FENCED (a newer incarnation exists), WRONG_TYPE, BAD_ARGUMENT.
 ]]
@@ -34,14 +37,20 @@ local state
 state, bad = load_pid(pids, pid, now, int_arg(ARGV[6]) or 0)
 if bad then return bad end
 if state == nil then
-  return fail(E.UNKNOWN_PRODUCER_ID, pid, 'pending-expired')
-end
-if pid_gen < state.g then
-  return fail(E.PRODUCER_FENCED, pid_gen, state.g, 'pid-generation')
-end
-local seen = find_batch(state, first_s, last_s)
-if seen ~= nil and seen[3] == checksum then
-  return {1, seen[4], state.g, state.s + 1}
+  if first_s ~= 0 then
+    return fail(E.UNKNOWN_PRODUCER_ID, pid, 'pending-expired')
+  end
+  -- The producer's very first batch: no state means it never landed. Create the state one
+  -- generation up, so that a copy still in flight is refused.
+  state = {g = pid_gen, s = -1, w = {}}
+else
+  local seen = find_batch(state, first_s, last_s)
+  if seen ~= nil and seen[3] == checksum then
+    return {1, seen[4], state.g, state.s + 1}
+  end
+  if pid_gen < state.g then
+    return fail(E.PRODUCER_FENCED, pid_gen, state.g, 'pid-generation')
+  end
 end
 state.g = state.g + 1
 save_pid(pids, pid_expiry, pid, state, now)

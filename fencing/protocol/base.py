@@ -74,6 +74,9 @@ class ScriptCall(Generic[T]):
     parse: Callable[[Any], T]
     error: Callable[[ErrorReply], FencingError]
     mutating: bool = True
+    #: True when a definitive refusal after a lost reply cannot be trusted: an earlier
+    #: attempt may have been applied (an append), so the driver reports OutcomeUnknown.
+    ambiguous_after_retry: bool = False
 
     def __post_init__(self) -> None:
         self.script.check_keys(self.keys)

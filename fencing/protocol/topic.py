@@ -58,10 +58,12 @@ class Appended:
 
 @dataclass(frozen=True, slots=True)
 class Sequenced:
-    """An idempotent batch's identity: PID generation, first sequence and checksum."""
+    """A batch's producer identity: PID generation and name (checked for every producer),
+    and for idempotent producers the first sequence and checksum (``first_sequence`` None
+    for a producer that is not idempotent)."""
 
     pid_generation: int
-    first_sequence: int
+    first_sequence: int | None
     checksum: str
     state_expiry_ms: int
     fresh: bool
@@ -241,7 +243,7 @@ def append(
         writer.ttl_ms,
         writer.row_incarnation,
         sequenced.pid_generation if sequenced else 0,
-        sequenced.first_sequence if sequenced else "",
+        "" if sequenced is None or sequenced.first_sequence is None else sequenced.first_sequence,
         sequenced.checksum if sequenced else "",
         sequenced.state_expiry_ms if sequenced else 0,
         "1" if sequenced and sequenced.fresh else "0",
@@ -265,6 +267,7 @@ def append(
         args=tuple(args),
         parse=_appended,
         error=errors or partition_errors(pk),
+        ambiguous_after_retry=True,
     )
 
 
@@ -309,10 +312,13 @@ def trim(pk: PartitionKeys, *, incarnation: str, before_offset: int) -> ScriptCa
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """A read's reply: the partition as it was, and the records from the asked offset."""
+    """A read's reply: the partition as it was before the fetch, the records from the asked
+    offset, and the partition's incarnation right after the fetch (G9: a log recreated
+    while a blocking read waited must not be returned as the old one)."""
 
     partition: PartitionInfo | None
     records: list[Record]
+    incarnation_after: str | None
 
 
 def offset_id(offset: int) -> str:
@@ -336,9 +342,11 @@ def read(pk: PartitionKeys, offset: int, count: int, *, block_ms: int = 0) -> Re
         entries = replies[1]
         if block_ms > 0:
             entries = _xread_entries(entries)
-        return Batch(info, _records(pk, entries))
+        after = replies[2]
+        return Batch(info, _records(pk, entries), None if after is None else text(after))
 
-    return ReadCall(commands=(meta, fetch), parse=parse, blocking_ms=block_ms)
+    after: Command = ("HGET", pk.meta, "inc")
+    return ReadCall(commands=(meta, fetch, after), parse=parse, blocking_ms=block_ms)
 
 
 def partition_info(pk: PartitionKeys) -> ReadCall[PartitionInfo | None]:

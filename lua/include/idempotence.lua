@@ -13,12 +13,21 @@ local WINDOW = 5
 local MAX_EXPIRE = 10
 local EXPIRY_INDEX_MS = 60000
 
+-- Removes a few states whose last write is older than the expiry. The index score can be
+-- up to EXPIRY_INDEX_MS behind a state's real last write, so each candidate's own last
+-- write decides: a live one is re-indexed, never removed.
 local function drop_expired(pids, expiry, now, expiry_ms)
-  local gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', now - expiry_ms, 'LIMIT', 0,
+  local candidates = redis.call('ZRANGEBYSCORE', expiry, '-inf', now - expiry_ms, 'LIMIT', 0,
     MAX_EXPIRE)
-  if #gone > 0 then
-    redis.call('HDEL', pids, unpack(gone))
-    redis.call('ZREM', expiry, unpack(gone))
+  for _, pid in ipairs(candidates) do
+    local raw = redis.call('HGET', pids, pid)
+    local t = raw and (cjson.decode(raw).t or 0) or 0
+    if raw and t >= now - expiry_ms then
+      redis.call('ZADD', expiry, t, pid)
+    else
+      redis.call('HDEL', pids, pid)
+      redis.call('ZREM', expiry, pid)
+    end
   end
 end
 

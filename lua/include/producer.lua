@@ -1,10 +1,12 @@
 --[[
   The producer side of a partition (DESIGN section 4b). Needs common.lua.
 
-  The exclusive-producer row is the ownership row ("__producer__", "<topic>/<p>") with three
+  The exclusive-producer row is the ownership row ("__producer__", "<topic>/<p>") with four
   more fields: mode ('' none yet, 'x' exclusive regime, 's' shared regime), wgen (bumped by
-  EXCLUSIVE_WITH_FENCING: waiters registered under an older wgen are fenced) and wseq (the
-  waiters' arrival counter). Its token is the partition's epoch.
+  EXCLUSIVE_WITH_FENCING: waiters registered under an older wgen are fenced), wseq (the
+  waiters' arrival counter) and pname (the name of a named exclusive holder, '' for an
+  unnamed one: only a producer of that name may take over a live holder at once). Its token
+  is the partition's epoch.
   Shared producers: a zset session -> lease expiry (ms). Waiters: a zset session -> arrival
   number (FIFO) and a hash session -> lease expiry.
 ]]
@@ -14,18 +16,18 @@ local MAX_CLEANUP = 100
 -- The row as a table ({} fields defaulted when the key is missing: exists = false).
 local function load_producer_row(key, new_inc)
   local v, bad = read_checked('HMGET', key, 'inc', 'session', 'label', 'gen', 'token',
-    'expires', 'mode', 'wgen', 'wseq')
+    'expires', 'mode', 'wgen', 'wseq', 'pname')
   if bad then
     return nil, bad
   end
   if not v[1] then
     return {exists = false, inc = new_inc, session = '', label = '', gen = 0, token = 0,
-      expires = 0, mode = '', wgen = 0, wseq = 0}
+      expires = 0, mode = '', wgen = 0, wseq = 0, pname = ''}
   end
   return {exists = true, inc = v[1] or '', session = v[2] or '', label = v[3] or '',
     gen = tonumber(v[4] or '0'), token = tonumber(v[5] or '0'),
     expires = tonumber(v[6] or '0'), mode = v[7] or '', wgen = tonumber(v[8] or '0'),
-    wseq = tonumber(v[9] or '0')}
+    wseq = tonumber(v[9] or '0'), pname = v[10] or ''}
 end
 
 -- The check of every fenced producer call: the row is the one the producer saw (G9) and
@@ -59,7 +61,7 @@ end
 local function save_producer_row(key, row)
   redis.call('HSET', key, 'inc', row.inc, 'session', row.session, 'label', row.label,
     'gen', row.gen, 'token', row.token, 'expires', row.expires, 'mode', row.mode,
-    'wgen', row.wgen, 'wseq', row.wseq)
+    'wgen', row.wgen, 'wseq', row.wseq, 'pname', row.pname)
 end
 
 local function check_types(keys, expected)
