@@ -136,6 +136,10 @@ class Notifier:
                         self._stop.wait(_POLL_SECONDS)
                     continue
                 if not pubsub.subscribed:
+                    if self._subs:
+                        # A subscribe that failed was never recorded: subscribe again.
+                        self._reconnect()
+                        continue
                     # Woken at once by the next subscribe() (a fixed sleep here would delay a
                     # new subscriber's confirmation, and so its first notification).
                     pubsub.subscribed_event.wait(_POLL_SECONDS)

@@ -274,6 +274,15 @@ class Producer(ProcessBound):
         try:
             with notifier.subscribe(pk.released) as sub:
                 while True:
+                    if self._closed:
+                        raise ProducerBusy(
+                            f"partition {pk.partition} of topic {self.topic.name!r}: the "
+                            "producer was closed while it waited",
+                            topic=self.topic.name,
+                            partition=pk.partition,
+                            reason="closed",
+                            remaining=0.0,
+                        )
                     opened = self._execute(self._open_call(pk, "wait", wgen, inc))
                     if opened.status != "waiting":
                         return opened
@@ -327,10 +336,11 @@ class Producer(ProcessBound):
         """Leave every partition at once (waiters are woken). Idempotent."""
         if self._closed:
             return
-        self._closed = True
-        if self._renewal is not None:
-            self._renewal.cancel()
-        self._release_all()
+        self._closed = True  # an open() waiting in another thread gives up on this flag
+        with self._lock:
+            if self._renewal is not None:
+                self._renewal.cancel()
+            self._release_all()
 
     def _release_all(self) -> None:
         for standing in list(self._standing.values()):

@@ -16,6 +16,8 @@ from .errors import InvalidArgument, InvalidArgumentType, RecordTooLarge
 
 EMPTY_HEADERS: Mapping[str, bytes] = MappingProxyType({})
 _EMPTY = EMPTY_HEADERS
+MAX_HEADERS = 1024
+MAX_HEADER_NAME = 1024
 
 
 def to_bytes(what: str, value: object) -> bytes:
@@ -40,9 +42,13 @@ def _headers(headers: object) -> Mapping[str, bytes]:
             f"headers must be a mapping of str to bytes, got {type(headers).__name__}"
         )
     out: dict[str, bytes] = {}
+    if len(headers) > MAX_HEADERS:
+        raise RecordTooLarge(f"{len(headers)} headers; a record takes at most {MAX_HEADERS}")
     for name, value in headers.items():
         if not isinstance(name, str) or not name:
             raise InvalidArgumentType(f"header names must be non-empty str, got {name!r}")
+        if len(name.encode("utf-8")) > MAX_HEADER_NAME:
+            raise RecordTooLarge(f"header name {name[:40]!r}... is over {MAX_HEADER_NAME} bytes")
         out[name] = to_bytes(f"header {name!r}", value)
     return MappingProxyType(out) if out else _EMPTY
 

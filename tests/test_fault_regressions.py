@@ -186,3 +186,43 @@ def test_the_worst_case_of_a_call_stays_below_its_lease(ttl: float) -> None:
     budget = RetryBudget.for_ttl(ttl)
     assert budget.timeout < ttl / 3
     assert budget.worst_case < ttl
+
+
+def test_records_left_without_their_metadata_are_state_lost(
+    client: Client, raw: redis.Redis
+) -> None:
+    raw.xadd(client.keys.partition("t", 0).stream, {"v": b"orphan"}, id="0-1")
+    with pytest.raises(StateLost) as info:
+        client.topic("t", partitions=1).open()
+    assert info.value.reason == "stream"
+    assert not raw.exists(client.keys.partition("t", 0).meta)
+
+
+def test_too_many_headers_are_refused_before_any_io(client: Client) -> None:
+    with pytest.raises(fencing.RecordTooLarge):
+        fencing.Record(b"v", headers={f"h{i}": b"" for i in range(2000)})
+    with pytest.raises(fencing.RecordTooLarge):
+        fencing.Record(b"v", headers={"n" * 2000: b""})
+
+
+def test_closing_a_producer_that_waits_leaves_the_queue(client: Client, raw: redis.Redis) -> None:
+    topic = client.topic("t", partitions=1)
+    topic.producer(AccessMode.EXCLUSIVE)
+    waiter = fencing.Producer(topic, AccessMode.WAIT_FOR_EXCLUSIVE, lease_ttl=0.6)
+    out: list[object] = []
+
+    def open_it() -> None:
+        try:
+            out.append(waiter.open())
+        except BaseException as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=open_it)
+    thread.start()
+    waiters = client.keys.partition("t", 0).waiters
+    wait_until(lambda: raw.zcard(waiters) == 1)
+    waiter.close()
+    thread.join(10)
+    (result,) = out
+    assert isinstance(result, ProducerBusy)
+    assert raw.zcard(waiters) == 0

@@ -193,7 +193,7 @@ def partition_open(
 
     return ScriptCall(
         script=script("partition_open"),
-        keys=(pk.meta,),
+        keys=(pk.meta, pk.stream),
         args=(
             topic_incarnation,
             new_incarnation,

@@ -2,6 +2,7 @@
   partition_open: read a partition's metadata, creating it while its topic is initialised.
 
   KEYS[1]  the partition metadata (hash)       <ns>:{<topic>/<p>}:part
+  KEYS[2]  the partition's stream              <ns>:{<topic>/<p>}:log
   ARGV[1]  topic_inc   the topic's incarnation
   ARGV[2]  new_inc     incarnation to store if the partition is created now
   ARGV[3]  create      1 while the topic is not marked ready (may create), else 0
@@ -9,8 +10,8 @@
   ARGV[5]  maxlen      '' to leave retention as it is, else the max records kept (0: no limit)
 
   Returns {incarnation, next, start, maxlen}.
-  Errors: STATE_LOST (missing after the topic was ready, another incarnation, or a partition
-    of another topic incarnation), WRONG_TYPE.
+  Errors: STATE_LOST (missing after the topic was ready, another incarnation, a partition of
+    another topic incarnation, or records left without their metadata), WRONG_TYPE.
 ]]
 --- @include "common"
 
@@ -24,6 +25,10 @@ end
 if t == 'none' then
   if seen_inc ~= '' or create ~= '1' then
     return fail(E.STATE_LOST, 'missing', seen_inc, '-')
+  end
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    -- Records without metadata: the offsets they were written at are unknown.
+    return fail(E.STATE_LOST, 'stream', '-', '-')
   end
   local m = tonumber(maxlen) or 0
   redis.call('HSET', key, 'inc', new_inc, 'topic_inc', topic_inc, 'next', 0, 'start', 0,
