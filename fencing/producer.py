@@ -104,6 +104,10 @@ class _Standing:
         self.errors = protocol.producer.producer_errors(pk)  # built once, not per send
 
 
+def _as_record(item: Record | bytes | str) -> Record:
+    return item if isinstance(item, Record) else Record(to_bytes("record", item))
+
+
 class Producer(ProcessBound):
     """Appends records to a topic. Thread-safe; bound to the process that made it.
 
@@ -427,9 +431,10 @@ class Producer(ProcessBound):
         if not self._opened or self._closed:
             self.open()  # opens, or raises for a closed producer
         self._check_process()
-        batch = self._batch(records)
+        records_list = self._batch(records)
+        batch = protocol.topic.encode_batch(records_list, self.topic.limits)
         if partition is None:
-            partition = self._batch_partition(batch, expected_offset)
+            partition = self._batch_partition(records_list, expected_offset)
         pk = self.topic.partition_keys(partition)
         if expected_offset is not None:
             check_int("expected_offset", expected_offset)
@@ -445,7 +450,7 @@ class Producer(ProcessBound):
             sequenced = Sequenced(
                 pid_generation=standing.generation,
                 first_sequence=standing.next_sequence if idempotent else None,
-                checksum=protocol.topic.checksum(batch) if idempotent else "",
+                checksum=None,
                 state_expiry_ms=self._state_expiry_ms,
                 fresh=True,
                 name=self.name or "",
@@ -468,10 +473,10 @@ class Producer(ProcessBound):
             except OutcomeUnknown as exc:
                 if sequenced.first_sequence is not None:
                     standing.pending = Pending(
-                        len(batch),
+                        batch.count,
                         sequenced.pid_generation,
                         sequenced.first_sequence,
-                        sequenced.checksum,
+                        batch.checksum,
                     )
                     exc.args = (
                         f"{exc.args[0]}. The producer resolves it before its next send on "
@@ -480,10 +485,10 @@ class Producer(ProcessBound):
                     )
                 raise
             if idempotent:
-                standing.next_sequence += len(batch)
-            topic.saw_next(p, appended.first_offset + len(batch))
+                standing.next_sequence += batch.count
+            topic.saw_next(p, appended.first_offset + batch.count)
         name, epoch, first = topic.name, standing.writer.epoch, appended.first_offset
-        return [RecordMetadata(name, p, first + i, epoch) for i in range(len(batch))]
+        return [RecordMetadata(name, p, first + i, epoch) for i in range(batch.count)]
 
     def resolve(self, partition: int) -> list[RecordMetadata] | None:
         """Settle a batch whose send raised OutcomeUnknown on ``partition``, in one script.
@@ -561,17 +566,7 @@ class Producer(ProcessBound):
             raise InvalidArgumentType(
                 "send_batch takes a list of records; use send() for a single record"
             )
-        limits = self.topic.limits
-        batch: list[Record] = []
-        total = 0
-        for item in records:
-            record = item if isinstance(item, Record) else Record(to_bytes("record", item))
-            size = record.size
-            limits.check_record(size)
-            total += size
-            batch.append(record)
-        limits.check_batch(len(batch), total)
-        return batch
+        return [item if type(item) is Record else _as_record(item) for item in records]
 
     def _batch_partition(self, batch: list[Record], expected_offset: int | None) -> int:
         if self.topic.partitions == 1:

@@ -133,23 +133,25 @@ if expected ~= '' and tonumber(expected) ~= p.next then
 end
 local first = p.next
 local pos = 17
+-- Fields as strings once: a Lua number would be formatted again for every record.
+local ts, ep = string.format('%d', now), ARGV[5]
 for i = 1, n do
   local shape = string.byte(layout, i) - 48
   local id = offset_id(first + i - 1)
   local value = ARGV[pos]
   pos = pos + 1
   if shape == 0 then
-    redis.call('XADD', stream, id, 't', now, 'e', epoch, 'p', producer, 'v', value)
+    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value)
   elseif shape == 1 then
-    redis.call('XADD', stream, id, 't', now, 'e', epoch, 'p', producer, 'v', value,
+    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
       'k', ARGV[pos])
     pos = pos + 1
   elseif shape == 2 then
-    redis.call('XADD', stream, id, 't', now, 'e', epoch, 'p', producer, 'v', value,
+    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
       'h', ARGV[pos])
     pos = pos + 1
   else
-    redis.call('XADD', stream, id, 't', now, 'e', epoch, 'p', producer, 'v', value,
+    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
       'k', ARGV[pos], 'h', ARGV[pos + 1])
     pos = pos + 2
   end

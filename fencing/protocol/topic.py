@@ -17,7 +17,7 @@ from ..errors import (
 )
 from ..keys import PartitionKeys
 from ..lua_loader import script
-from ..record import EMPTY_HEADERS, Record, decode_headers, encode_headers
+from ..record import DEFAULT_LIMITS, EMPTY_HEADERS, Limits, Record, decode_headers, encode_headers
 from ..text import text
 from .base import Command, ErrorReply, ReadCall, ScriptArg, ScriptCall, generic_error
 
@@ -59,12 +59,12 @@ class Appended:
 @dataclass(frozen=True, slots=True)
 class Sequenced:
     """A batch's producer identity: PID generation and name (checked for every producer),
-    and for idempotent producers the first sequence and checksum (``first_sequence`` None
-    for a producer that is not idempotent)."""
+    and for idempotent producers the first sequence (None for a producer that is not
+    idempotent). ``checksum`` None takes the encoded batch's own."""
 
     pid_generation: int
     first_sequence: int | None
-    checksum: str
+    checksum: str | None
     state_expiry_ms: int
     fresh: bool
     name: str
@@ -218,9 +218,55 @@ class Writer:
     row_incarnation: str
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedBatch:
+    """A batch encoded once for the append script: the layout (one shape character per
+    record), the parts in layout order, and the checksum that identifies the records."""
+
+    count: int
+    layout: str
+    parts: list[bytes]
+    checksum: str
+
+
+def encode_batch(records: Sequence[Record], limits: Limits) -> EncodedBatch:
+    """Encode a batch in one pass, refusing it before any I/O if it is over ``limits``.
+
+    The checksum is a CRC-32 over the layout, every part's length, and the parts, so two
+    batches with the same bytes split differently never share one.
+    """
+    layout: list[str] = []
+    parts: list[bytes] = []
+    total = 0
+    max_record = limits.max_record_bytes
+    for record in records:
+        value, key, headers = record.value, record.key, record.headers
+        size = len(value)
+        parts.append(value)
+        shape = 0
+        if key is not None:
+            parts.append(key)
+            size += len(key)
+            shape = 1
+        if headers:
+            encoded = encode_headers(headers)
+            parts.append(encoded)
+            size += len(encoded)
+            shape += 2
+        if size > max_record:
+            limits.check_record(size)
+        total += size
+        layout.append("0123"[shape])
+    limits.check_batch(len(layout), total)
+    shape_str = "".join(layout)
+    head = (shape_str + ":" + ",".join([str(len(part)) for part in parts])).encode()
+    crc = zlib.crc32(b"".join(parts), zlib.crc32(head))
+    return EncodedBatch(len(layout), shape_str, parts, f"{crc:08x}")
+
+
 def append(
     pk: PartitionKeys,
-    records: Sequence[Record],
+    batch: EncodedBatch | Sequence[Record],
     *,
     incarnation: str,
     seen_next: int,
@@ -231,7 +277,11 @@ def append(
 ) -> ScriptCall[Appended]:
     """Append a batch to one partition, all or nothing, fenced by the writer's epoch, and
     exactly once when ``sequenced`` (idempotent producers)."""
-    layout: list[str] = []
+    if not isinstance(batch, EncodedBatch):
+        batch = encode_batch(batch, DEFAULT_LIMITS)
+    crc = ""
+    if sequenced is not None and sequenced.first_sequence is not None:
+        crc = sequenced.checksum or batch.checksum
     args: list[ScriptArg] = [
         incarnation,
         seen_next,
@@ -244,23 +294,13 @@ def append(
         writer.row_incarnation,
         sequenced.pid_generation if sequenced else 0,
         "" if sequenced is None or sequenced.first_sequence is None else sequenced.first_sequence,
-        sequenced.checksum if sequenced else "",
+        crc,
         sequenced.state_expiry_ms if sequenced else 0,
         "1" if sequenced and sequenced.fresh else "0",
         sequenced.name if sequenced else "",
-        "",  # the layout, filled in below
+        batch.layout,
     ]
-    for record in records:
-        args.append(record.value)
-        shape = 0
-        if record.key is not None:
-            args.append(record.key)
-            shape = 1
-        if record.headers:
-            args.append(encode_headers(record.headers))
-            shape += 2
-        layout.append("0123"[shape])
-    args[15] = "".join(layout)
+    args.extend(batch.parts)
     return ScriptCall(
         script=script("append"),
         keys=(pk.meta, pk.stream, pk.owner, pk.pids, pk.pid_expiry, pk.names),
@@ -277,18 +317,8 @@ def _appended(reply: list[Any]) -> Appended:
 
 
 def checksum(records: Sequence[Record]) -> str:
-    """CRC-32 of a batch's records (values, keys, headers, with their lengths), as hex."""
-    crc = 0
-    for record in records:
-        key = record.key
-        head = b"%d:%d:" % (len(record.value), -1 if key is None else len(key))
-        crc = zlib.crc32(head, crc)
-        crc = zlib.crc32(record.value, crc)
-        if key:
-            crc = zlib.crc32(key, crc)
-        if record.headers:
-            crc = zlib.crc32(encode_headers(record.headers), crc)
-    return f"{crc:08x}"
+    """The checksum of a batch, as :func:`encode_batch` computes it."""
+    return encode_batch(records, DEFAULT_LIMITS).checksum
 
 
 def trim(pk: PartitionKeys, *, incarnation: str, before_offset: int) -> ScriptCall[PartitionInfo]:
