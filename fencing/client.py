@@ -180,7 +180,12 @@ class Client:
             max_connections=pool.max_connections,
             **kwargs,
         )
-        return redis.Redis(connection_pool=clone)
+        client = redis.Redis(connection_pool=clone)
+        # Stream replies are parsed by fencing.protocol.topic, straight from the wire format:
+        # redis-py's per-entry dicts would cost more than the rest of a read.
+        for command in ("XRANGE", "XREAD"):
+            client.set_response_callback(command, _raw_reply)
+        return client
 
     def _driver(self, timeout: float) -> SyncDriver:
         """The driver whose socket timeouts are ``timeout`` seconds (one pool per value)."""
@@ -262,3 +267,7 @@ def _config_value(reply: Any, name: str) -> Any:
     if not isinstance(reply, dict):
         return None
     return reply.get(name, reply.get(name.encode()))
+
+
+def _raw_reply(response: Any, **options: Any) -> Any:
+    return response

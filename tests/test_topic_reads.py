@@ -7,7 +7,11 @@ import threading
 import pytest
 import redis
 
+import fencing
 from fencing import Client, InvalidArgument, OffsetOutOfRange
+
+from .conftest import ServerInfo
+from .helpers import wait_until
 
 
 def fill(client: Client, name: str, count: int, partitions: int = 1) -> None:
@@ -127,3 +131,30 @@ def test_iteration_tails_the_partition(client: Client) -> None:
         if len(seen) == 3:
             break
     assert seen == [b"a", b"b", b"c"]
+
+
+@pytest.mark.parametrize("resp", [2, 3])
+def test_reads_work_over_resp2_and_resp3(server: ServerInfo, namespace: str, resp: int) -> None:
+    client = Client(redis.Redis.from_url(server.url, protocol=resp), namespace=namespace)
+    topic = client.topic("resp", partitions=1)
+    topic.producer().send_batch([fencing.Record(b"a", key=b"k", headers={"h": b"1"}), b"b"])
+    got = topic.reader(0, 0).read()
+    assert [(r.offset, r.value, r.key, dict(r.headers)) for r in got] == [
+        (0, b"a", b"k", {"h": b"1"}),
+        (1, b"b", None, {}),
+    ]
+    reader = topic.reader(0, "latest")
+    raw = redis.Redis.from_url(server.url)
+    blocked_before = raw.info("clients")["blocked_clients"]
+    sender = threading.Thread(
+        target=lambda: (
+            wait_until(lambda: raw.info("clients")["blocked_clients"] > blocked_before),
+            topic.producer().send(b"c", key=b"k2"),
+        )
+    )
+    sender.start()
+    tail = reader.read(block_ms=10_000)  # answered by XREAD BLOCK
+    sender.join(10)
+    assert [(r.offset, r.value, r.key) for r in tail] == [(2, b"c", b"k2")]
+    raw.close()
+    client.close()

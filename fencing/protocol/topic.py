@@ -392,11 +392,12 @@ def partition_info(pk: PartitionKeys) -> ReadCall[PartitionInfo | None]:
 
 
 def _xread_entries(reply: Any) -> list[Any]:
+    """The entries of a one-stream XREAD reply: RESP3 ``{stream: entries}`` or RESP2
+    ``[[stream, entries]]``."""
     if not reply:
         return []
-    if isinstance(reply, dict):  # RESP3
-        return list(next(iter(reply.values()))[0]) if reply else []
-    return list(reply[0][1])
+    entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
+    return list(entries)
 
 
 def _records(pk: PartitionKeys, entries: list[Any]) -> list[Record]:
@@ -405,7 +406,13 @@ def _records(pk: PartitionKeys, entries: list[Any]) -> list[Record]:
     ints: dict[bytes, int] = {}
     topic, partition = pk.topic, pk.partition
     out = []
-    for entry_id, fields in entries:
+    new = object.__new__
+    for entry_id, raw_fields in entries:
+        fields = (
+            raw_fields
+            if isinstance(raw_fields, dict)
+            else dict(zip(raw_fields[::2], raw_fields[1::2], strict=True))
+        )
         get = fields.get
         t, e, p = get(b"t", b"0"), get(b"e", b"0"), get(b"p")
         ts = ints.get(t)
@@ -421,17 +428,29 @@ def _records(pk: PartitionKeys, entries: list[Any]) -> list[Record]:
                 pid = ints[p] = int(p)
         headers = get(b"h")
         sid = entry_id if isinstance(entry_id, bytes) else entry_id.encode()
-        out.append(
-            Record(
-                get(b"v", b""),
-                get(b"k"),
-                decode_headers(headers) if headers else EMPTY_HEADERS,
-                topic,
-                partition,
-                int(sid[sid.index(b"-") + 1 :]) - 1,
-                epoch,
-                pid,
-                ts,
-            )
-        )
+        # Built without Record.__init__ (a frozen dataclass sets each field through
+        # object.__setattr__ and re-checks types): the values come from our own entries.
+        record = new(Record)
+        _SET_VALUE(record, get(b"v", b""))
+        _SET_KEY(record, get(b"k"))
+        _SET_HEADERS(record, decode_headers(headers) if headers else EMPTY_HEADERS)
+        _SET_TOPIC(record, topic)
+        _SET_PARTITION(record, partition)
+        _SET_OFFSET(record, int(sid[sid.index(b"-") + 1 :]) - 1)
+        _SET_EPOCH(record, epoch)
+        _SET_PRODUCER(record, pid)
+        _SET_TIMESTAMP(record, ts)
+        out.append(record)
     return out
+
+
+_SLOTS: dict[str, Any] = dict(vars(Record))  # the slot descriptors
+_SET_VALUE = _SLOTS["value"].__set__
+_SET_KEY = _SLOTS["key"].__set__
+_SET_HEADERS = _SLOTS["headers"].__set__
+_SET_TOPIC = _SLOTS["topic"].__set__
+_SET_PARTITION = _SLOTS["partition"].__set__
+_SET_OFFSET = _SLOTS["offset"].__set__
+_SET_EPOCH = _SLOTS["epoch"].__set__
+_SET_PRODUCER = _SLOTS["producer_id"].__set__
+_SET_TIMESTAMP = _SLOTS["timestamp_ms"].__set__
