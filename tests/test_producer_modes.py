@@ -340,3 +340,33 @@ def test_every_record_carries_its_epoch_and_producer_id(client: Client) -> None:
         (b"a2", 1, a.producer_id),
         (b"b1", 2, b.producer_id),
     ]
+
+
+def test_one_producer_is_safe_to_share_between_threads(client: Client) -> None:
+    topic = client.topic("t", partitions=2)
+    producer = topic.producer(EXCLUSIVE)
+    errors: list[BaseException] = []
+
+    def send(worker: int) -> None:
+        try:
+            for i in range(40):
+                producer.send(f"{worker}:{i}".encode(), partition=i % 2)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=send, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    for p in (0, 1):
+        records = topic.reader(p, 0).read(max_records=1000)
+        assert [r.offset for r in records] == list(range(160))  # contiguous, no duplicates
+        assert len({r.value for r in records}) == 160
+        per_worker: dict[str, list[int]] = {}
+        for r in records:
+            worker, i = r.value.decode().split(":")
+            per_worker.setdefault(worker, []).append(int(i))
+        assert all(seq == sorted(seq) for seq in per_worker.values())  # each thread in order
+    assert producer.state.sequences == {0: 160, 1: 160}
