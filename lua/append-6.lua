@@ -97,8 +97,11 @@ end
 if first_s ~= nil then
   state, bad = load_pid(pids, producer, now, expiry_ms)
   if bad then return bad end
-  bad = check_expiry_index(pid_expiry)
-  if bad then return bad end
+  if state == nil or now - (state.x or 0) >= EXPIRY_INDEX_MS then
+    -- The expiry index is written below (a new state, or a stale index entry).
+    bad = check_expiry_index(pid_expiry)
+    if bad then return bad end
+  end
   if state ~= nil then
     if pid_gen < state.g then
       return fail(E.PRODUCER_FENCED, pid_gen, state.g, 'pid-generation')
@@ -165,6 +168,8 @@ if p.maxlen > 0 and next_offset - start > p.maxlen then
 end
 redis.call('HSET', meta, 'next', next_offset, 'start', start)
 if mode == 'x' then
+  -- A send extends the holder's lease: a lapsed holder that nobody replaced keeps its
+  -- epoch (PIP-68), and a holder's lease always runs a full ttl past its last write.
   redis.call('HSET', row_key, 'expires', now + ttl_ms)
 end
 if state ~= nil then
