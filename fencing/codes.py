@@ -112,7 +112,6 @@ CODES: dict[str, CodeSpec] = {
 
 
 def lua_table() -> str:
-    """Lua source defining ``E`` (code names) and ``E_FIELDS`` (field counts)."""
+    """Lua source defining ``E``, the code names (``E.FENCED == "FENCED"``)."""
     names = ", ".join(f'{code} = "{code}"' for code in sorted(CODES))
-    counts = ", ".join(f"{code} = {len(CODES[code].fields)}" for code in sorted(CODES))
-    return f"local E = {{{names}}}\nlocal E_FIELDS = {{{counts}}}\n"
+    return f"local E = {{{names}}}\n"

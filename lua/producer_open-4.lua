@@ -35,6 +35,7 @@
 ]]
 --- @include "common"
 --- @include "producer"
+--- @include "producer_queue"
 
 local row_key, shared, waiters, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local session, label, mode = ARGV[1], ARGV[2], ARGV[3]
