@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import redis
+import redis.client
 
 T = TypeVar("T")
 
@@ -32,3 +33,13 @@ def server_ms(r: redis.Redis) -> int:
 def wait_server_past(r: redis.Redis, deadline_ms: int, timeout: float = 10.0) -> None:
     """Wait until the server's clock is past ``deadline_ms``."""
     wait_until(lambda: server_ms(r) > deadline_ms, timeout=timeout)
+
+
+def next_message(pubsub: redis.client.PubSub, timeout: float = 10.0) -> dict[str, Any]:
+    """The next subscribe confirmation or message on ``pubsub``; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        message: dict[str, Any] | None = pubsub.get_message(timeout=0.1)
+        if message is not None and message["type"] in ("message", "subscribe"):
+            return message
+    raise AssertionError(f"no pub/sub message within {timeout}s")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +11,7 @@ import redis
 
 from fencing.lua_loader import script
 
-from .helpers import server_ms, wait_server_past
+from .helpers import next_message, server_ms, wait_server_past
 
 TTL = 10_000
 SESSION_CH = "sess:"
@@ -249,15 +248,6 @@ def test_seen_history_that_matches_is_accepted(r: redis.Redis, key: str) -> None
 
 
 # -- notifications -------------------------------------------------------------------------
-
-
-def next_message(pubsub: redis.client.PubSub, timeout: float = 10.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        message: dict[str, Any] | None = pubsub.get_message(timeout=0.1)
-        if message is not None and message["type"] in ("message", "subscribe"):
-            return message
-    raise AssertionError(f"no pub/sub message within {timeout}s")
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ reply out (DESIGN section 4)."""
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 import pytest
@@ -12,7 +11,7 @@ import redis
 
 from fencing.lua_loader import script
 
-from .helpers import wait_server_past
+from .helpers import next_message, wait_server_past
 
 TTL = 10_000
 INC = "inc-1"
@@ -258,15 +257,6 @@ def test_released_grant_cannot_be_renewed_or_checked(r: redis.Redis, key: str) -
     assert run_error(r, "renew", key, "s1", 1, TTL, INC) == "FENCED 1 1 "
     assert run_error(r, "check", key, "s1", 1, INC) == "FENCED 1 1 "
     assert row(r, key) == before
-
-
-def next_message(pubsub: redis.client.PubSub, timeout: float = 10.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        message: dict[str, Any] | None = pubsub.get_message(timeout=0.1)
-        if message is not None and message["type"] in ("message", "subscribe"):
-            return message
-    raise AssertionError(f"no pub/sub message within {timeout}s")
 
 
 def test_release_publishes_on_the_released_channel(r: redis.Redis, key: str) -> None:
