@@ -1,6 +1,6 @@
 """Lost replies and lost requests on a real TCP path (G5, seed 003's network-error case).
 
-A producer's client talks to the server through :class:`tests.proxy.Proxy`, which is told
+A producer's client talks to the server through :class:`fencing.faults.Proxy`, which is told
 to lose the reply of an append (the append ran, the producer never hears of it) or the
 request itself (the append never ran). The log is always checked with a plain redis-py
 client connected straight to the server, never through the proxy.
@@ -32,6 +32,7 @@ from redis.retry import Retry
 
 import fencing
 from fencing import protocol
+from fencing.faults import Proxy
 from fencing.keys import PartitionKeys
 from fencing.lua_loader import script
 from fencing.producer import Producer
@@ -39,7 +40,6 @@ from fencing.protocol.topic import Sequenced
 
 from .conftest import ServerInfo, _drop_namespace
 from .helpers import wait_until
-from .proxy import Proxy
 
 TOPIC = "out"
 #: The append script as it appears on the wire: its SHA1 follows EVALSHA.

@@ -1,9 +1,10 @@
-"""A small threaded TCP proxy for fault-injection tests (loopback only).
+"""A small threaded TCP proxy that loses requests or replies on demand (fault injection).
 
-The proxy listens on ``127.0.0.1:<free port>`` and forwards every accepted connection to
-one upstream server (the test's Redis or Valkey). Tests arm **rules** on it; a rule looks
-at the bytes the client sends and, when a client->server chunk contains its pattern, does
-one of:
+Used by the fault tests and by ``fencing demo`` (to show that an idempotent producer's
+retries after lost replies never duplicate). The proxy listens on ``127.0.0.1:<free port>``
+only, and forwards every accepted connection to one upstream server over plain TCP (TLS and
+unix sockets are not supported). Callers arm **rules** on it; a rule looks at the bytes the
+client sends and, when a client->server chunk contains its pattern, does one of:
 
 - ``drop_replies``: forward the request to the server, then swallow what the server answers
   on that connection: the request is applied but its reply is lost. With ``close=True``
@@ -16,7 +17,7 @@ one of:
 - ``observe``: count (and keep a copy of) matching requests, change nothing.
 
 A rule fires ``count`` times (``None``: on every match until removed), counts its ``hits``
-and sets its ``fired`` event on the first one, so tests wait on events, never on sleeps.
+and sets its ``fired`` event on the first one, so callers wait on events, never on sleeps.
 Rules are context managers that remove themselves on exit ("restore the proxy").
 
 Matching is per chunk as received from the socket: a pattern split across two chunks is
@@ -30,6 +31,7 @@ them), chunks of :data:`CHUNK` bytes, socket operations time out after
 :data:`IO_TIMEOUT` seconds, and :meth:`Proxy.close` joins every thread with a timeout.
 
 >>> with Proxy(upstream_port) as proxy:                                   # doctest: +SKIP
+...     client = fencing.Client.from_url(proxy.url_for("redis://127.0.0.1:6379/0"))
 ...     with proxy.drop_replies(b"EVALSHA") as rule:
 ...         ...  # the next EVALSHA is applied, its reply never arrives
 ...     assert rule.hits == 1
@@ -43,6 +45,7 @@ import selectors
 import socket
 import threading
 from types import TracebackType
+from urllib.parse import urlsplit, urlunsplit
 
 #: Bytes read from a socket at a time.
 CHUNK = 65536
@@ -161,15 +164,18 @@ class _Close(Exception):
 
 
 class Proxy:
-    """A loopback TCP proxy in front of ``127.0.0.1:<upstream_port>`` (see the module doc).
+    """A TCP proxy on loopback in front of ``upstream_host:upstream_port`` (see the module doc).
 
     Start it with ``with Proxy(port) as proxy:`` (or :meth:`start` / :meth:`close`); clients
-    connect to ``proxy.port``.
+    connect to ``proxy.port`` (:meth:`url_for` rewrites a server URL to go through it).
+    The proxy itself only ever listens on 127.0.0.1, whatever the upstream.
     """
 
     def __init__(self, upstream_port: int, upstream_host: str = LOOPBACK) -> None:
-        if upstream_host not in (LOOPBACK, "localhost"):
-            raise ValueError("the test proxy only forwards to the loopback interface")
+        if isinstance(upstream_port, bool) or not isinstance(upstream_port, int):
+            raise TypeError(f"upstream_port must be an int, got {upstream_port!r}")
+        if not 0 < upstream_port < 65536 or not upstream_host:
+            raise ValueError(f"no server to forward to at {upstream_host!r}:{upstream_port}")
         self.upstream = (upstream_host, upstream_port)
         self._lock = threading.Lock()
         self._rules: list[Rule] = []
@@ -232,6 +238,21 @@ class Proxy:
     def url(self) -> str:
         """``redis://127.0.0.1:<port>/0``: where a Redis client should connect."""
         return f"redis://{LOOPBACK}:{self.port}/0"
+
+    def url_for(self, server_url: str) -> str:
+        """``server_url`` (``redis://[user:password@]host:port/db?...``) through the proxy:
+        the same credentials, database and options, with the proxy's address.
+
+        >>> proxy.url_for("redis://:secret@10.0.0.5:6379/2")             # doctest: +SKIP
+        'redis://:secret@127.0.0.1:40111/2'
+        """
+        parts = urlsplit(server_url)
+        if parts.scheme != "redis":
+            raise ValueError(f"the proxy forwards plain TCP only (redis://), not {server_url!r}")
+        credentials = parts.netloc.rpartition("@")[0]
+        netloc = f"{credentials}@" if credentials else ""
+        netloc += f"{LOOPBACK}:{self.port}"
+        return urlunsplit((parts.scheme, netloc, parts.path or "/0", parts.query, ""))
 
     # -- rules ----------------------------------------------------------------------------
 
