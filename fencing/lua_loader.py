@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -33,11 +33,11 @@ class LuaScript:
     name: str
     nkeys: int
     source: str
+    #: The SHA1 that EVALSHA uses for this script.
+    sha1: str = field(init=False)
 
-    @property
-    def sha1(self) -> str:
-        """The SHA1 that EVALSHA uses for this script."""
-        return hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha1", hashlib.sha1(self.source.encode("utf-8")).hexdigest())
 
     def check_keys(self, keys: tuple[str, ...] | list[str]) -> None:
         """Refuse a call whose key count differs from the one in the file name."""
