@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidArgument, UnknownTopic, WrongKeyType
+from .errors import FencingError, InvalidArgument, UnknownTopic, WrongKeyType
 from .keys import PartitionKeys, validate_name
 from .protocol.base import Command, ReadCall
 from .text import text
@@ -310,8 +310,8 @@ def _partition_count(driver: SyncDriver, budget: RetryBudget, key: str, topic: s
         )
     (meta,) = _read(driver, budget, ("HGETALL", key))
     count = _int(_as_dict(meta).get(b"partitions"))
-    if count is None or count < 1:
-        raise InvalidArgument(
+    if count is None or not 1 <= count <= _PARTITION_MASK:
+        raise FencingError(
             f"topic {topic!r} has no valid partition count in {key!r}: its metadata is "
             "damaged, so its partitions cannot be found"
         )
@@ -340,8 +340,15 @@ def _scan_partition(
         low: bytes = b"-"
         while True:
             (entries,) = _read(driver, budget, ("XRANGE", pk.stream, low, "+", "COUNT", page))
-            for entry_id, fields in entries:
-                check.entry(_raw(entry_id), _as_dict(fields))
+            for entry_id, raw_fields in entries:
+                # The client's own connections never decode replies: IDs and fields are
+                # bytes; RESP3 may hand the fields over as a map.
+                fields = (
+                    raw_fields
+                    if isinstance(raw_fields, dict)
+                    else dict(zip(raw_fields[::2], raw_fields[1::2], strict=False))
+                )
+                check.entry(entry_id, fields)
             if len(entries) < page:
                 break
             low = b"(" + _raw(entries[-1][0])
@@ -358,6 +365,11 @@ def _int(value: bytes | None) -> int | None:
         return int(value)
     except ValueError:
         return None
+
+
+def _offset_field(meta: dict[bytes, bytes], name: bytes) -> int | None:
+    value = _int(meta.get(name))
+    return None if value is None or value < 0 else value
 
 
 def _offset(entry_id: bytes) -> int | None:
@@ -474,9 +486,9 @@ class _Verifier:
             what = "missing" if meta_type == "none" else f"a Redis {meta_type}, not a hash"
             self.violation("G6", None, f"the partition metadata is {what}: offsets unknown")
         else:
-            start, nxt = _int(meta.get(b"start")), _int(meta.get(b"next"))
+            start, nxt = _offset_field(meta, b"start"), _offset_field(meta, b"next")
             for field, value in ((b"start", start), (b"next", nxt)):
-                if value is None or value < 0:
+                if value is None:
                     self.violation(
                         "G6",
                         None,
