@@ -110,8 +110,3 @@ CODES: dict[str, CodeSpec] = {
     )
 }
 
-
-def lua_table() -> str:
-    """Lua source defining ``E``, the code names (``E.FENCED == "FENCED"``)."""
-    names = ", ".join(f'{code} = "{code}"' for code in sorted(CODES))
-    return f"local E = {{{names}}}\n"

@@ -1,9 +1,10 @@
 """Loads the Lua scripts shipped in ``lua/``.
 
 Each atomic operation is one file ``<name>-<NKEYS>.lua``. Lines ``--- @include "x"`` pull in
-``include/x.lua`` (once per script, however often named), and the generated error-code
-table of :mod:`fencing.codes` is put in front, so every script sees ``E.<CODE>``. A script
-that names a code missing from the table is refused at load time.
+``include/x.lua`` (once per script, however often named). Scripts name error codes as
+``E.<CODE>``; the loader checks each against the table of :mod:`fencing.codes` (a script
+that names a code missing from it is refused at load time) and writes it as the string
+literal ``"<CODE>"``, so no script builds a table of codes on every call.
 
 In a wheel the scripts live in ``fencing/lua``; in a source checkout, in the top-level
 ``lua/`` folder beside the package.
@@ -19,7 +20,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from .codes import CODES, lua_table
+from .codes import CODES
 
 _FILE_RE = re.compile(r"(?P<name>[a-z][a-z0-9_]*)-(?P<nkeys>\d+)\.lua")
 _INCLUDE_RE = re.compile(r'^--- @include "(?P<name>[a-z_]+)"\s*$', re.MULTILINE)
@@ -78,7 +79,16 @@ def _build(name: str, nkeys: int, text: str, folder: Traversable) -> LuaScript:
     unknown = sorted(set(_CODE_USE_RE.findall(body)) - set(CODES))
     if unknown:
         raise ValueError(f"script {name} uses error codes missing from fencing.codes: {unknown}")
-    return LuaScript(name=name, nkeys=nkeys, source=lua_table() + body)
+    return LuaScript(name=name, nkeys=nkeys, source=resolve_codes(body))
+
+
+def resolve_codes(body: str) -> str:
+    """Write every ``E.<CODE>`` of a script as the literal ``"<CODE>"``.
+
+    >>> resolve_codes("return fail(E.FENCED)")
+    'return fail("FENCED")'
+    """
+    return _CODE_USE_RE.sub(lambda m: f'"{m.group(1)}"', body)
 
 
 @cache

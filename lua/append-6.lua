@@ -76,8 +76,8 @@ if seen_next == nil then
 end
 local p, bad = load_partition(meta, stream, ARGV[1], seen_next)
 if bad then return bad end
-local row
-row, bad = check_standing(row_key, session, mode, epoch, row_inc)
+local _
+_, bad = check_standing(row_key, session, mode, epoch, row_inc)
 if bad then return bad end
 -- G5: PID generation, then the sequence range and checksum.
 local now = now_ms()

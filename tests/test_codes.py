@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from fencing.codes import CODES, lua_table
+from fencing.codes import CODES
 from fencing.lua_loader import _FILE_RE, _build, load_scripts, lua_dir, script
 from fencing.protocol import ScriptCall
 
@@ -66,20 +66,23 @@ def test_the_loader_refuses_an_unknown_code_in_an_include(tmp_path: Path) -> Non
         _build("bogus", 1, text, tmp_path)
 
 
-def test_the_loader_prepends_the_code_table_and_includes_once(tmp_path: Path) -> None:
+def test_the_loader_writes_codes_as_literals_and_includes_once(tmp_path: Path) -> None:
     (tmp_path / "include").mkdir()
-    (tmp_path / "include" / "helper.lua").write_text("local helped = true\n")
+    (tmp_path / "include" / "helper.lua").write_text("local helped = E.STATE_LOST\n")
     text = '--- @include "helper"\n--- @include "helper"\nreturn E.FENCED\n'
     built = _build("ok", 2, text, tmp_path)
     assert (built.name, built.nkeys) == ("ok", 2)
-    assert built.source.startswith(lua_table())
-    assert built.source.count("local helped = true") == 1
-    assert built.source.endswith("return E.FENCED\n")
+    assert built.source.count('local helped = "STATE_LOST"') == 1
+    assert built.source.rstrip().endswith('return "FENCED"')
     assert "@include" not in built.source
 
 
-def test_the_generated_table_runs_in_lua(server: ServerInfo) -> None:
-    source = lua_table() + "return {E.FENCED, E.BAD_ARGUMENT}\n"
+def test_every_loaded_script_names_codes_only_as_literals_of_the_table(
+    server: ServerInfo,
+) -> None:
+    for loaded in load_scripts().values():
+        assert not re.search(r"\bE\.[A-Z]", loaded.source), loaded.name
+    source = _build("codes", 0, "return {E.FENCED, E.BAD_ARGUMENT}\n", lua_dir()).source
     r = redis.Redis.from_url(server.url, decode_responses=True)
     try:
         assert r.eval(source, 0) == ["FENCED", "BAD_ARGUMENT"]

@@ -29,30 +29,33 @@ end
 
 -- The check of every fenced producer call: the row is the one the producer saw (G9) and
 -- the producer still stands in it (G2): as the exclusive holder ('x': same session and
--- epoch) or as a shared producer ('s': the shared regime of the same epoch). Returns the
--- row, or nil and an error reply.
+-- epoch) or as a shared producer ('s': the shared regime of the same epoch). Reads only
+-- the four fields it judges (this runs on every send). Returns true, or nil and an error
+-- reply.
 local function check_standing(key, session, mode, epoch, row_inc)
-  local row, bad = load_producer_row(key, '')
+  local v, bad = read_checked('HMGET', key, 'inc', 'session', 'token', 'mode')
   if bad then
     return nil, bad
   end
-  if not row.exists then
+  local inc, token = v[1], tonumber(v[3] or '0')
+  if not inc then
     return nil, fail(E.STATE_LOST, 'missing', row_inc, '-')
   end
-  if row.inc ~= row_inc then
-    return nil, fail(E.STATE_LOST, 'incarnation', row_inc, row.inc)
+  if inc ~= row_inc then
+    return nil, fail(E.STATE_LOST, 'incarnation', row_inc, inc)
   end
-  if row.token < epoch then
-    return nil, fail(E.STATE_LOST, 'token', epoch, row.token)
+  if token < epoch then
+    return nil, fail(E.STATE_LOST, 'token', epoch, token)
   end
+  local row_mode = v[4] or ''
   if mode == 'x' then
-    if row.mode ~= 'x' or row.session ~= session or row.token ~= epoch then
-      return nil, fail(E.PRODUCER_FENCED, epoch, row.token, 'superseded')
+    if row_mode ~= 'x' or v[2] ~= session or token ~= epoch then
+      return nil, fail(E.PRODUCER_FENCED, epoch, token, 'superseded')
     end
-  elseif mode ~= 's' or row.mode ~= 's' or row.token ~= epoch then
-    return nil, fail(E.PRODUCER_FENCED, epoch, row.token, 'superseded')
+  elseif mode ~= 's' or row_mode ~= 's' or token ~= epoch then
+    return nil, fail(E.PRODUCER_FENCED, epoch, token, 'superseded')
   end
-  return row
+  return true
 end
 
 local function save_producer_row(key, row)
