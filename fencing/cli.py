@@ -625,8 +625,7 @@ def _demo(argv: list[str]) -> int:
         ) from exc
     if not (hasattr(demo, "add_arguments") and hasattr(demo, "run")):
         raise InvalidArgument(
-            "the demo is not complete in this installation (fencing.demo has no "
-            "add_arguments/run)"
+            "the demo is not complete in this installation (fencing.demo has no add_arguments/run)"
         )
     parser = _Parser(
         prog="fencing demo",

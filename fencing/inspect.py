@@ -55,11 +55,12 @@ class Lease:
 
     session: str
     lease_left_ms: int
+    live: bool
 
-    @property
-    def live(self) -> bool:
-        """True while the lease runs."""
-        return self.lease_left_ms > 0
+    @classmethod
+    def at(cls, session: str, expires_ms: int, now_ms: int) -> Lease:
+        """The lease of ``session`` ending at ``expires_ms``, seen at server time ``now_ms``."""
+        return cls(session, expires_ms - now_ms, expires_ms > now_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,9 +273,9 @@ def _partition(
         mode=_MODES.get(row.get("mode", ""), row.get("mode", "")),
         holder=holder,
         shared_count=int(shared_n),
-        shared=[Lease(text(s), int(score) - now) for s, score in shared],
+        shared=[Lease.at(text(s), int(score), now) for s, score in shared],
         waiter_count=int(waiters_n),
-        waiters=[Lease(text(s), _int(leases.get(text(s))) - now) for s in waiters],
+        waiters=[Lease.at(text(s), _int(leases.get(text(s))), now) for s in waiters],
         pids=sorted(
             (_pid(text(k), text(v), now, state_ttl_ms) for k, v in (pids or {}).items()),
             key=lambda info: info.pid,
