@@ -159,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_start,
         default="earliest",
         metavar="earliest|latest|OFFSET",
-        help="where to start in each partition (default: earliest)",
+        help="where to start in each partition; an OFFSET must exist in every partition "
+        "tailed (default: earliest)",
     )
     tail.add_argument("--follow", "-f", action="store_true", help="wait for new records")
     tail.add_argument("--max", type=_positive, metavar="N", help="stop after N records")
@@ -424,16 +425,23 @@ def _record_json(record: Record) -> dict[str, Any]:
     }
 
 
+def _existing_topic(conn: _Conn, name: str) -> insp.TopicMeta:
+    """The metadata of a topic that exists and is fully created, checked with plain reads:
+    opening an unknown topic through the library must not create it, and opening one still
+    being created could create its partitions."""
+    meta = insp.topic_meta(conn.r, conn.keys, name, where=f"server {conn.where}")
+    if not meta.ready:
+        raise InvalidArgument(
+            f"topic {meta.name!r} is still being created (or its creation was interrupted): "
+            f"open it with client.topic({meta.name!r}, partitions={meta.partitions}), then "
+            "try again"
+        )
+    return meta
+
+
 def _tail(args: argparse.Namespace) -> int:
     with _connect(args, read_only=True) as conn:
-        # Check first: opening an unknown topic must not create it, and one being created
-        # could still have partitions created by a reader's open.
-        meta = insp.topic_meta(conn.r, conn.keys, args.topic, where=f"server {conn.where}")
-        if not meta.ready:
-            raise InvalidArgument(
-                f"topic {meta.name!r} is still being created (or its creation was "
-                "interrupted): open it with client.topic(name, partitions=N), then try again"
-            )
+        meta = _existing_topic(conn, args.topic)
         if args.partition is not None and args.partition >= meta.partitions:
             raise InvalidArgument(
                 f"topic {meta.name!r} has partitions 0 to {meta.partitions - 1}; there is no "
@@ -570,7 +578,7 @@ def _release_rows(
 
 
 def _release_producers(conn: _Conn, name: str, *, text: bool) -> list[dict[str, Any]]:
-    meta = insp.topic_meta(conn.r, conn.keys, name, where=f"server {conn.where}")
+    meta = _existing_topic(conn, name)
     before = insp.topic_status(conn.r, conn.keys, meta.name)
     topic = conn.client.topic(meta.name)
     with topic.producer(AccessMode.EXCLUSIVE_WITH_FENCING, lease_ttl=_RELEASE_TTL) as fencer:

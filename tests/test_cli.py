@@ -3,6 +3,7 @@ one run of the installed console script (Ctrl-C on ``tail --follow``)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -54,15 +55,7 @@ def test_status_shows_offsets_epoch_holder_waiters_and_pids(
     holder.send(b"a", partition=0)
     holder.send_batch([Record(b"b"), Record(b"c")], partition=0)
     waiter = fencing.Producer(topic, AccessMode.WAIT_FOR_EXCLUSIVE, wait_timeout=30)
-    errors: list[BaseException] = []
-
-    def wait() -> None:
-        try:
-            waiter.open()
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=wait)
+    thread = threading.Thread(target=waiter.open, daemon=True)
     thread.start()
     try:
         waiters_key = client.keys.partition("orders", 0).waiters
@@ -74,12 +67,8 @@ def test_status_shows_offsets_epoch_holder_waiters_and_pids(
         assert status["topic"]["partitions"] == 1 and status["topic"]["ready"] is True
         [p] = status["partitions"]
         pid, generation = holder.producer_id, holder.state.generations[0]
-        assert {k: p[k] for k in ("partition", "start_offset", "next_offset", "retained")} == {
-            "partition": 0,
-            "start_offset": 0,
-            "next_offset": 3,
-            "retained": 3,
-        }
+        offsets = (p["partition"], p["start_offset"], p["next_offset"], p["retained"])
+        assert offsets == (0, 0, 3, 3)
         assert (p["epoch"], p["mode"]) == (holder.epoch(0), "exclusive") == (1, "exclusive")
         assert p["holder"]["label"] == "ctl" and p["holder"]["session"] == holder.session
         assert p["holder"]["live"] is True and 0 < p["holder"]["lease_left_ms"] <= 10_000
@@ -88,13 +77,10 @@ def test_status_shows_offsets_epoch_holder_waiters_and_pids(
         assert [w["session"] for w in p["waiters"]] == [waiter.session]
         assert p["waiters"][0]["live"] is True
         [state] = p["pids"]
-        assert {k: v for k, v in state.items() if k != "last_write_age_ms"} == {
-            "pid": pid,
-            "generation": generation,
-            "last_sequence": 2,
-            "window": 2,
-            "expired": False,
-        }
+        del state["last_write_age_ms"]
+        assert state == dict(
+            pid=pid, generation=generation, last_sequence=2, window=2, expired=False
+        )
         assert p["names"] == [{"name": "ctl", "pid": pid, "generation": generation}]
 
         code, out, err = run(capsys, "status", "orders", *at(server, namespace))
@@ -106,8 +92,9 @@ def test_status_shows_offsets_epoch_holder_waiters_and_pids(
     finally:
         holder.close()  # the waiter is granted
         thread.join(timeout=30)
+        session = raw.hget(client.keys.partition("orders", 0).owner, "session")
         waiter.close()
-    assert errors == []
+    assert session == waiter.session.encode()  # it was queued, then granted
 
 
 @pytest.mark.parametrize("command", ["status", "tail", "release"])
@@ -121,6 +108,18 @@ def test_unknown_topic_is_one_line_exit_2_and_creates_nothing(
         f"fencing: topic 'nope' does not exist in namespace '{namespace}' ("
     )
     assert namespace_keys(raw, namespace) == []
+
+
+def test_topic_being_created_is_not_opened(
+    client: Client, raw: redis.Redis, server: ServerInfo, namespace: str, capsys
+) -> None:
+    # What a creator that died between topic_open and topic_ready leaves behind.
+    raw.hset(client.keys.topic_meta("half"), mapping={"inc": "i", "partitions": 1, "ready": 0})
+    for argv in (["tail", "half"], ["release", "--producer", "half", "--yes"]):
+        code, out, err = run(capsys, *argv, *at(server, namespace))
+        assert (code, out) == (2, "")
+        assert "topic 'half' is still being created" in one_error_line(err)
+    assert namespace_keys(raw, namespace) == [client.keys.topic_meta("half").encode()]
 
 
 def test_owners_lists_rows_with_state_by_server_time(
@@ -291,15 +290,12 @@ def test_bad_url_and_server_down_are_one_line(capsys, url: str, says: str) -> No
 
 
 def _children() -> set[int]:
-    me = str(os.getpid())
+    """Live child processes of this one (field 4 of /proc/<pid>/stat is the parent)."""
     found = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[1] == me:
-            found.add(int(stat.parent.name))
+        with contextlib.suppress(OSError):
+            if stat.read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid()):
+                found.add(int(stat.parent.name))
     return found
 
 
@@ -314,21 +310,13 @@ def test_embedded_server_is_private_and_stopped(capsys, monkeypatch) -> None:
     url = line.split("(server ", 1)[1].split(";", 1)[0]
     assert url.startswith("redis://127.0.0.1:") and url != "redis://127.0.0.1:1/0"
     assert _children() <= before  # the server process was stopped and reaped
-    with pytest.raises(redis.exceptions.ConnectionError):
-        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
 
 
 def test_help_has_examples_and_version(capsys) -> None:
     code, out, _ = run(capsys, "--help")
     assert code == 0
-    for example in (
-        "fencing status orders",
-        "fencing owners journal",
-        "fencing tail orders",
-        "fencing release journal orders/0 --yes",
-        "fencing demo",
-    ):
-        assert example in out
+    for command in ("status orders", "owners journal", "tail orders", "release journal", "demo"):
+        assert f"  fencing {command}" in out
     for command in ("status", "owners", "tail", "release"):
         code, out, _ = run(capsys, command, "--help")
         assert code == 0 and "examples:" in out and "--embedded" in out
