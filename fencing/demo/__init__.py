@@ -96,7 +96,12 @@ class _Options:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, out: TextIO) -> _Options:
-        url = getattr(args, "url", None) or os.environ.get("FENCING_REDIS_URL") or None
+        url = getattr(args, "url", None)
+        if getattr(args, "embedded", False):  # `fencing --embedded` (the CLI's common option)
+            if url:
+                raise DemoInputError("--url and --embedded contradict each other: pick one")
+        else:
+            url = url or os.environ.get("FENCING_REDIS_URL") or None
         plot_path = getattr(args, "plot", None)
         if plot_path is not None:
             plot.require()
@@ -145,8 +150,8 @@ def _run(options: _Options, out: TextIO) -> int:
         return _fail(f"no --url and no FENCING_REDIS_URL, and no private server started: {exc}")
     with server:
         description = (
-            f"no --url or FENCING_REDIS_URL: started a private {server.kind} server "
-            f"{server.version} on 127.0.0.1:{server.port} (stopped at the end)"
+            f"a private {server.kind} {server.version} server on 127.0.0.1:{server.port}, "
+            "started for this run (no --url, no FENCING_REDIS_URL)"
         )
         return _session(options, out, server.url, description, ours=True)
 

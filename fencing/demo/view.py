@@ -68,8 +68,9 @@ def idem_line(board: Board) -> str:
     return f"  B   sent {s.sent:>4}, {lost}, duplicates so far {s.out_of_line}{extra}"
 
 
-def panel(board: Board, width: int) -> list[str]:
-    """The live panel's lines, each cut to ``width`` (plain text, no colours yet)."""
+def panel(board: Board, width: int, events_shown: int = EVENT_LINES) -> list[str]:
+    """The live panel's lines, each cut to ``width`` (plain text, no colours yet); the
+    last ``events_shown`` events at the bottom."""
     with board.cond:
         lines = [
             f" fencing demo   {board.now():6.1f}s   {board.phase}",
@@ -79,9 +80,9 @@ def panel(board: Board, width: int) -> list[str]:
             idem_line(board),
             " events:",
         ]
-        events = list(board.lines)[-EVENT_LINES:]
+        events = list(board.lines)[-events_shown:] if events_shown else []
     lines += [f"  [{t:6.2f}s] {text}" for t, text in events]
-    lines += [""] * (EVENT_LINES - len(events))
+    lines += [""] * (events_shown - len(events))
     return [line[: max(10, width - 1)] for line in lines]
 
 
@@ -116,6 +117,7 @@ class LiveView:
         self.stream = stream
         self._board: Board | None = None
         self._drawn = 0
+        self._events = EVENT_LINES
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -125,6 +127,10 @@ class LiveView:
 
     def start(self, board: Board) -> None:
         self._board = board
+        # The panel's height is fixed for the run and fits the terminal: moving the cursor
+        # up past the top of the screen would scramble every later redraw.
+        rows = shutil.get_terminal_size((100, 40)).lines
+        self._events = max(0, min(EVENT_LINES, rows - len(board.workers) - 8))
         self.stream.write("\x1b[?25l")  # hide the cursor while redrawing
         self._draw()
         self._thread = threading.Thread(target=self._loop, name="live-view", daemon=True)
@@ -139,7 +145,7 @@ class LiveView:
         if board is None:
             return
         width = shutil.get_terminal_size((100, 40)).columns
-        lines = panel(board, width)
+        lines = panel(board, width, self._events)
         with self._lock:
             out = []
             if self._drawn:
@@ -185,9 +191,10 @@ def summary(result: Result) -> str:
     out.append(f"topic B: {b.records:,} records from one idempotent producer")
     if s.enabled:
         out.append(
-            f"  replies lost by the proxy {s.dropped}, sends retried {s.retried}: each got "
-            f"its original offset back; duplicates {b.duplicates}, lost acknowledged {b.lost}"
+            f"  replies lost by the proxy {s.dropped}; {s.retried} sends retried, each got its "
+            "original offset back"
         )
+        out.append(f"  duplicates {b.duplicates}, lost acknowledged {b.lost}")
     else:
         out.append(f"  {s.note}; duplicates {b.duplicates}, lost acknowledged {b.lost}")
     verdicts = []
