@@ -187,7 +187,7 @@ def test_embedded_default_server_is_stopped_even_when_interrupted() -> None:
         deadline = time.monotonic() + 60
         for line in proc.stdout:  # ends at EOF if the demo dies early
             if "started for this run" in line:
-                port = int(line.split("127.0.0.1:")[1].split()[0])
+                port = int(line.split("127.0.0.1:")[1].split(",")[0])
             elif line.split("] ", 1)[-1].startswith("namespace demo-"):
                 namespace = line.split("namespace ")[1].split(":")[0]
             elif " HOLDS epoch" in line:
