@@ -21,12 +21,13 @@ from fencing.lua_loader import _build, lua_dir, script
 
 from .common import server
 
-#: Where each cut copy of the script returns early (the text the cut stops before).
+#: Where each cut copy of the script returns early: before the step comments of
+#: lua/append-6.lua (each check is marked with the guarantee it serves).
 CUTS = {
-    "arguments parsed": "local p, bad = load_partition(",
-    "partition checked": "local row\nrow, bad = check_standing(",
-    "producer checked": "-- G5: PID generation",
-    "PID checked": "if expected ~= '' and int_arg(expected) == nil then",
+    "arguments parsed": "-- G9: ",
+    "partition checked": "-- G2: ",
+    "producer checked": "-- G5: ",
+    "PID checked": "-- G3: ",
 }
 
 

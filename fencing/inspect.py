@@ -16,7 +16,6 @@ never by the caller's (G7). ``fencing status`` and ``fencing owners`` print thes
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ import redis
 
 from .errors import InvalidArgument, UnknownTopic
 from .keys import Keys, decode_resource, validate_name, validate_resource
+from .protocol.producer import decode_pid_state
 from .text import text
 
 #: At most this many shared producers and waiters are listed per partition (counts are exact).
@@ -286,24 +286,24 @@ def _partition(
 
 def _pid(pid: str, raw: str, now: int, state_ttl_ms: int | None) -> PidInfo:
     try:
-        state = json.loads(raw)
-    except json.JSONDecodeError:
-        state = {}
-    if not isinstance(state, dict):
-        state = {}
-    last = state.get("t")
-    window = state.get("w")
-    # Lua's cjson encodes an empty window as {} rather than [].
-    size = len(window) if isinstance(window, list) else 0
-    age = None if last is None else now - int(last)
-    expired = state_ttl_ms is not None and age is not None and age > state_ttl_ms
+        state = decode_pid_state(raw)
+    except ValueError:  # not a state the scripts wrote: show what can be told
+        return PidInfo(
+            pid=_int(pid),
+            generation=0,
+            last_sequence=-1,
+            last_write_age_ms=None,
+            window=0,
+            expired=False,
+        )
+    age = now - state.last_write_ms
     return PidInfo(
         pid=_int(pid),
-        generation=int(state.get("g", 0)),
-        last_sequence=int(state.get("s", -1)),
+        generation=state.generation,
+        last_sequence=state.last_sequence,
         last_write_age_ms=age,
-        window=size,
-        expired=expired,
+        window=len(state.window),
+        expired=state_ttl_ms is not None and age > state_ttl_ms,
     )
 
 

@@ -74,8 +74,10 @@ local seen_next = int_arg(ARGV[2])
 if seen_next == nil then
   return fail(E.BAD_ARGUMENT, 'seen_next', ARGV[2])
 end
+-- G9: the partition is the one the caller saw.
 local p, bad = load_partition(meta, stream, ARGV[1], seen_next)
 if bad then return bad end
+-- G2: the producer still stands in its epoch.
 local _
 _, bad = check_standing(row_key, session, mode, epoch, row_inc)
 if bad then return bad end
@@ -97,7 +99,7 @@ end
 if first_s ~= nil then
   state, bad = load_pid(pids, producer, now, expiry_ms)
   if bad then return bad end
-  if state == nil or now - (state.x or 0) >= EXPIRY_INDEX_MS then
+  if state == nil or now - state.x >= EXPIRY_INDEX_MS then
     -- The expiry index is written below (a new state, or a stale index entry).
     bad = check_expiry_index(pid_expiry)
     if bad then return bad end
@@ -106,16 +108,17 @@ if first_s ~= nil then
     if pid_gen < state.g then
       return fail(E.PRODUCER_FENCED, pid_gen, state.g, 'pid-generation')
     end
-    local seen = find_batch(state, first_s, last_s)
-    if seen ~= nil then
-      if seen[3] == checksum then
-        return {seen[4], now, p.start, 1}
-      end
-      return fail(E.DUPLICATE_SEQUENCE, producer, first_s, last_s, 'other-records')
-    end
     if first_s ~= state.s + 1 then
+      -- Only a batch at or below the last sequence can be in the window (a resend).
       if first_s <= state.s then
-        return fail(E.DUPLICATE_SEQUENCE, producer, first_s, last_s, 'older-than-window')
+        local seen = find_batch(state, first_s, last_s)
+        if seen == nil then
+          return fail(E.DUPLICATE_SEQUENCE, producer, first_s, last_s, 'older-than-window')
+        end
+        if seen[3] ~= checksum then
+          return fail(E.DUPLICATE_SEQUENCE, producer, first_s, last_s, 'other-records')
+        end
+        return {seen[4], now, p.start, 1}
       end
       return fail(E.OUT_OF_ORDER_SEQUENCE, producer, state.s + 1, first_s)
     end
@@ -124,10 +127,12 @@ if first_s ~= nil then
     if first_s ~= 0 and fresh ~= '1' then
       return fail(E.UNKNOWN_PRODUCER_ID, producer, 'expired')
     end
-    state = {g = pid_gen, s = first_s - 1, w = {}, new = true}
+    state = new_pid_state(pid_gen, first_s - 1)
+    state.new = true
   end
 end
 
+-- G3: the expected offset.
 if expected ~= '' and int_arg(expected) == nil then
   return fail(E.BAD_ARGUMENT, 'expected', expected)
 end

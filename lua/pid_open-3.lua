@@ -64,7 +64,7 @@ else
   end
   gen = gen + 1
   next_seq = 0
-  save_pid(pids, pid_expiry, pid, {g = gen, s = -1, w = {}}, now)
+  save_pid(pids, pid_expiry, pid, new_pid_state(gen, -1), now)
 end
 if resume_next ~= '' then
   next_seq = int_arg(resume_next)

@@ -42,7 +42,7 @@ if state == nil then
   end
   -- The producer's very first batch: no state means it never landed. Create the state one
   -- generation up, so that a copy still in flight is refused.
-  state = {g = pid_gen, s = -1, w = {}}
+  state = new_pid_state(pid_gen, -1)
 else
   local seen = find_batch(state, first_s, last_s)
   if seen ~= nil and seen[3] == checksum then

@@ -40,6 +40,7 @@ import redis
 
 import fencing
 from fencing import ProducerState
+from fencing.protocol.producer import decode_pid_state
 
 from .conftest import ServerInfo, _drop_namespace
 
@@ -278,8 +279,8 @@ def test_a_killed_copy_job_copies_exactly_once(
     assert [(r.offset, r.value) for r in records] == list(enumerate(inputs))
     # One PID for the whole job; every restart was one more incarnation of it.
     (pid,) = {r.producer_id for r in records}
-    state = json.loads(raw.hget(topic_keys.pids, str(pid)))  # type: ignore[arg-type]
-    assert (state["g"], state["s"]) == (len(runs) - 1, N - 1)
+    state = decode_pid_state(raw.hget(topic_keys.pids, str(pid)))  # type: ignore[arg-type]
+    assert (state.generation, state.last_sequence) == (len(runs) - 1, N - 1)
     assert raw.hlen(topic_keys.pids) == 1
 
 

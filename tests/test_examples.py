@@ -24,6 +24,7 @@ import redis
 import fencing
 from examples.copy_job import CheckpointFenced, Checkpoints, connect, seed_rows
 from examples.kv_store import KVStore, NotLeader, Op
+from fencing.protocol.producer import decode_pid_state
 
 from .conftest import ServerInfo
 
@@ -114,8 +115,8 @@ def test_copy_job_crashed_between_send_and_save_copies_exactly_once(
     pk = client.keys.partition("mirror", 0)
     entries = raw.xrange(pk.stream)
     assert [e[0] for e in entries] == [b"0-%d" % (i + 1) for i in range(300)]  # type: ignore[union-attr]
-    state = json.loads(raw.hget(pk.pids, str(pid)))  # type: ignore[arg-type]
-    assert (state["g"], state["s"]) == (3, 299)
+    state = decode_pid_state(raw.hget(pk.pids, str(pid)))  # type: ignore[arg-type]
+    assert (state.generation, state.last_sequence) == (3, 299)
 
 
 def test_copy_job_superseded_incarnation_can_neither_send_nor_save(

@@ -10,7 +10,6 @@ background lease renewal may legitimately write it at any time.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ import fencing
 from fencing import protocol
 from fencing.keys import PartitionKeys
 from fencing.producer import Producer
+from fencing.protocol.producer import decode_pid_state
 from fencing.protocol.topic import Appended, Sequenced
 
 TOPIC = "out"
@@ -93,8 +93,9 @@ class Harness:
         raw = self.raw.hget(self.pk.pids, str(pid))
         if raw is None:
             return None
-        state = json.loads(raw)
-        return {k: state[k] for k in ("g", "s", "w")}
+        state = decode_pid_state(raw)
+        window = [list(batch) for batch in state.window]
+        return {"g": state.generation, "s": state.last_sequence, "w": window}
 
     def expire(self, pid: int) -> None:
         """Remove a PID's state as its expiry would (hash entry and expiry index entry)."""

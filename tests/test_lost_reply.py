@@ -20,7 +20,6 @@ calls on the same connections pass untouched.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from urllib.parse import urlparse
@@ -36,6 +35,7 @@ from fencing.faults import Proxy
 from fencing.keys import PartitionKeys
 from fencing.lua_loader import script
 from fencing.producer import Producer
+from fencing.protocol.producer import decode_pid_state
 from fencing.protocol.topic import Sequenced
 
 from .conftest import ServerInfo, _drop_namespace
@@ -118,7 +118,7 @@ def window(raw: redis.Redis, pk: PartitionKeys, pid: int) -> list[list[object]]:
     """The PID's duplicate window on the partition: [first_seq, last_seq, checksum, offset]."""
     state = raw.hget(pk.pids, str(pid))
     assert state is not None
-    return list(json.loads(state)["w"])
+    return [list(batch) for batch in decode_pid_state(state).window]
 
 
 @pytest.mark.parametrize("close", [True, False], ids=["reset", "timeout"])

@@ -20,6 +20,38 @@ from ..text import text
 from .base import ErrorReply, ScriptCall, generic_error
 from .topic import partition_errors
 
+
+@dataclass(frozen=True, slots=True)
+class PidState:
+    """An idempotent producer's state on one partition, as the scripts keep it.
+
+    ``window`` holds the last batches (at most 5), oldest first, as
+    ``(first_sequence, last_sequence, checksum, first_offset)``.
+    """
+
+    generation: int
+    last_sequence: int
+    last_write_ms: int
+    window: tuple[tuple[int, int, str, int], ...]
+
+
+def decode_pid_state(raw: bytes | str) -> PidState:
+    """Parse a state as ``lua/include/idempotence.lua`` writes it:
+    ``"<g> <s> <t> <x>|<first> <last> <checksum> <offset>|..."`` (window newest first).
+
+    >>> decode_pid_state("2 9 1700000000000 1700000000000|8 9 0a1b2c3d 40|5 7 ffee0011 37")
+    PidState(generation=2, last_sequence=9, last_write_ms=1700000000000, window=((5, 7, \
+'ffee0011', 37), (8, 9, '0a1b2c3d', 40)))
+    """
+    head, *entries = text(raw).split("|")
+    g, s, t, _x = head.split(" ")
+    window = []
+    for entry in reversed(entries):
+        first, last, checksum, offset = entry.split(" ")
+        window.append((int(first), int(last), checksum, int(offset)))
+    return PidState(int(g), int(s), int(t), tuple(window))
+
+
 #: The access modes as the producer_open script names them.
 OPEN_MODES = {
     "SHARED": "shared",

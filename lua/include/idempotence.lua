@@ -1,17 +1,43 @@
 --[[
   Idempotent producers (seed 003, DESIGN G5). Needs common.lua.
 
-  Per partition: a hash PID -> JSON state {g = generation, s = last sequence written,
-  t = last write (server ms), w = window of the last 5 batches {first_seq, last_seq,
-  checksum, first_offset}}, and a zset PID -> last write, refreshed at most once a minute,
-  so expired states can be found and removed, a few per new registration. A state whose
-  last write is older than the expiry counts as gone even before it is removed.
+  Per partition: a hash PID -> state, and a zset PID -> last write (refreshed at most once a
+  minute) so expired states can be found and removed, a few per new registration. A state
+  whose last write is older than the expiry counts as gone even before it is removed.
   Memory is O(live producers x 5 batches), never O(records).
+
+  A state is one string, read and written whole on every append, so it is kept cheap to
+  parse (one anchored match; no JSON: a cjson decode and encode cost more than the rest of
+  the append's checks):
+
+    "<g> <s> <t> <x>|<first> <last> <checksum> <offset>|..."
+
+  g the PID generation, s the last sequence written (-1: none), t the last write and x the
+  last time the expiry index was refreshed (server ms), then the window: the last 5 batches,
+  newest first, each with its sequence range, checksum and first offset.
+  fencing/protocol/producer.py (decode_pid_state) reads the same format.
 ]]
 
 local WINDOW = 5
 local MAX_EXPIRE = 10
 local EXPIRY_INDEX_MS = 60000
+local STATE_RE = '^(%-?%d+) (%-?%d+) (%d+) (%d+)'
+
+-- A state's table: {g, s, t, x, win = the window as stored ('' or '|...|...')}.
+local function decode_pid(raw)
+  local g, s, t, x = string.match(raw, STATE_RE)
+  if g == nil then
+    return nil
+  end
+  local bar = string.find(raw, '|', 1, true)
+  return {g = tonumber(g), s = tonumber(s), t = tonumber(t), x = tonumber(x),
+    win = bar and string.sub(raw, bar) or ''}
+end
+
+-- A state for a PID with nothing written yet (or nothing remembered).
+local function new_pid_state(generation, last_seq)
+  return {g = generation, s = last_seq, t = 0, x = 0, win = ''}
+end
 
 -- Removes a few states whose last write is older than the expiry. The index score can be
 -- up to EXPIRY_INDEX_MS behind a state's real last write, so each candidate's own last
@@ -21,9 +47,9 @@ local function drop_expired(pids, expiry, now, expiry_ms)
     MAX_EXPIRE)
   for _, pid in ipairs(candidates) do
     local raw = redis.call('HGET', pids, pid)
-    local t = raw and (cjson.decode(raw).t or 0) or 0
-    if raw and t >= now - expiry_ms then
-      redis.call('ZADD', expiry, t, pid)
+    local state = raw and decode_pid(raw)
+    if state and state.t >= now - expiry_ms then
+      redis.call('ZADD', expiry, state.t, pid)
     else
       redis.call('HDEL', pids, pid)
       redis.call('ZREM', expiry, pid)
@@ -40,8 +66,8 @@ local function load_pid(pids, pid, now, expiry_ms)
   if not raw then
     return nil
   end
-  local state = cjson.decode(raw)
-  if (state.t or 0) < now - expiry_ms then
+  local state = decode_pid(raw)
+  if state == nil or state.t < now - expiry_ms then
     return nil
   end
   return state
@@ -57,20 +83,20 @@ local function check_expiry_index(expiry)
 end
 
 local function save_pid(pids, expiry, pid, state, now)
-  local indexed = state.x or 0
   state.t = now
-  if now - indexed >= EXPIRY_INDEX_MS then
+  if now - state.x >= EXPIRY_INDEX_MS then
     state.x = now
     redis.call('ZADD', expiry, now, pid)
   end
-  redis.call('HSET', pids, pid, cjson.encode(state))
+  redis.call('HSET', pids, pid,
+    string.format('%d %d %d %d', state.g, state.s, now, state.x) .. state.win)
 end
 
--- The window entry of exactly this batch, or nil.
+-- The window entry of exactly this batch as {first, last, checksum, first_offset}, or nil.
 local function find_batch(state, first, last)
-  for _, b in ipairs(state.w) do
-    if b[1] == first and b[2] == last then
-      return b
+  for f, l, c, o in string.gmatch(state.win, '|(%d+) (%d+) (%S+) (%d+)') do
+    if tonumber(f) == first and tonumber(l) == last then
+      return {first, last, c, tonumber(o)}
     end
   end
   return nil
@@ -78,9 +104,16 @@ end
 
 local function remember_batch(state, first, last, checksum, offset)
   state.s = last
-  local w = state.w
-  w[#w + 1] = {first, last, checksum, offset}
-  while #w > WINDOW do
-    table.remove(w, 1)
+  -- Newest first: keep WINDOW - 1 of the old entries, i.e. cut at the WINDOW'th bar.
+  local win, cut = state.win, 0
+  for _ = 1, WINDOW do
+    cut = string.find(win, '|', cut + 1, true)
+    if cut == nil then
+      break
+    end
   end
+  if cut ~= nil then
+    win = string.sub(win, 1, cut - 1)
+  end
+  state.win = string.format('|%d %d %s %d', first, last, checksum, offset) .. win
 end
