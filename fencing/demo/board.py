@@ -225,9 +225,7 @@ class Board:
         elif kind == "error":
             w.finished = True
             w.status = "failed"
-            message = f"{w.name} failed: {ev.get('message', '?')}"
-            self.errors.append(message)
-            self.say(message)
+            self.error(f"{w.name} failed: {ev.get('message', '?')}")
 
     def _attempt(self, w: WorkerState, kind: str, ev: dict[str, Any]) -> None:
         value = str(ev["value"])
@@ -264,13 +262,21 @@ class Board:
             self.mark(w.name, "unknown")
             self.say(f"{w.name}: outcome of {value} unknown (it may or may not be in the log)")
 
-    def worker_exited(self, name: str, code: int) -> None:
+    def error(self, message: str) -> None:
+        """Something went wrong in a writer: shown now, and it fails the run."""
+        with self.cond:
+            self.errors.append(message)
+            self.say(message)
+
+    def worker_exited(self, name: str, code: int, last_words: str = "") -> None:
+        """The worker's process ended with ``code``; ``last_words``: its last stderr line."""
         with self.cond:
             w = self.workers[name]
             w.exit_code = code
             if code != 0 and w.status not in ("killed", "failed"):
                 w.status = "failed"
-                self.errors.append(f"{name} exited with code {code}")
+                why = f": {last_words}" if last_words else ""
+                self.errors.append(f"{name} exited with code {code}{why}")
             self.mark(name, "exit")
             self.say(f"{name} exited (code {code})")
             self.cond.notify_all()

@@ -187,7 +187,12 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m fencing.demo.worker``."""
-    return run(parse_args(argv))
+    args = parse_args(argv)
+    if not os.environ.get("FENCING_REDIS_URL"):
+        # Never fall back to localhost:6379: that may be somebody's real server.
+        print("fencing demo worker: set FENCING_REDIS_URL (the demo does)", file=sys.stderr)
+        return 2
+    return run(args)
 
 
 if __name__ == "__main__":
