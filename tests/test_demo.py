@@ -23,7 +23,7 @@ import pytest
 import redis
 
 import fencing
-from fencing import demo
+from fencing import cli, demo
 from fencing.demo import plot
 from fencing.demo.board import AttemptRecord, Board
 from fencing.demo.scenario import QUICK, TOPIC_A, Scenario
@@ -143,6 +143,25 @@ def test_bad_input_is_one_line_and_exit_2(
     line = one_line(err)
     assert expected in line
     assert "s3cret" not in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--namespace", "mine"], "a namespace of its own"),
+        (["--embedded", "--url", "redis://127.0.0.1:1/0"], "--url and --embedded contradict"),
+        (["--seed", "-1"], "--seed must be a number >= 0"),
+    ],
+    ids=["namespace", "url-and-embedded", "negative-seed"],
+)
+def test_cli_options_the_demo_refuses(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through ``fencing demo`` (the CLI's common options reach the demo too)."""
+    assert cli.main(["demo", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert expected in one_line(err)
 
 
 def test_plot_needs_matplotlib_and_a_folder(

@@ -96,6 +96,11 @@ class _Options:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, out: TextIO) -> _Options:
+        if getattr(args, "namespace", None):  # the CLI's common option
+            raise DemoInputError(
+                "the demo always works in a namespace of its own (demo-<random>, deleted at "
+                "the end unless --keep): drop --namespace"
+            )
         url = getattr(args, "url", None)
         if getattr(args, "embedded", False):  # `fencing --embedded` (the CLI's common option)
             if url:
@@ -195,7 +200,10 @@ def _session(options: _Options, out: TextIO, url: str, description: str, *, ours
         if options.plot is not None:
             out.write(f"timeline written to {options.plot}\n")
         if options.keep and not ours:
-            out.write(f"keys kept under namespace {result.namespace}\n")
+            out.write(
+                f"keys kept under namespace {result.namespace}: fencing status A --namespace "
+                f"{result.namespace} --url {_redact(url)}\n"
+            )
     return 0 if result.ok else 1
 
 
