@@ -47,6 +47,8 @@ import threading
 from types import TracebackType
 from urllib.parse import urlsplit, urlunsplit
 
+from .errors import InvalidArgument, InvalidArgumentType
+
 #: Bytes read from a socket at a time.
 CHUNK = 65536
 #: Connections the proxy holds at once; more are closed as soon as accepted.
@@ -80,9 +82,9 @@ class Rule:
         self, proxy: Proxy, pattern: bytes, action: Action, count: int | None, close: bool
     ) -> None:
         if not isinstance(pattern, bytes) or not 0 < len(pattern) <= MAX_PATTERN:
-            raise ValueError(f"pattern must be 1..{MAX_PATTERN} bytes, got {pattern!r}")
+            raise InvalidArgument(f"pattern must be 1..{MAX_PATTERN} bytes, got {pattern!r}")
         if count is not None and count < 1:
-            raise ValueError(f"count must be None or >= 1, got {count}")
+            raise InvalidArgument(f"count must be None or >= 1, got {count}")
         self.proxy = proxy
         self.pattern = pattern
         self.action = action
@@ -108,9 +110,11 @@ class Rule:
         return True
 
     def wait(self, timeout: float) -> None:
-        """Wait until the rule fired once; fail after ``timeout`` seconds."""
+        """Wait until the rule fired once; ``TimeoutError`` after ``timeout`` seconds."""
         if not self.fired.wait(timeout):
-            raise AssertionError(f"{self!r} did not fire within {timeout}s")
+            raise TimeoutError(
+                f"{self!r} did not fire within {timeout}s: no request matched its pattern"
+            )
 
     def remove(self) -> None:
         """Disarm the rule (connections it already muted or deafened stay so)."""
@@ -173,9 +177,9 @@ class Proxy:
 
     def __init__(self, upstream_port: int, upstream_host: str = LOOPBACK) -> None:
         if isinstance(upstream_port, bool) or not isinstance(upstream_port, int):
-            raise TypeError(f"upstream_port must be an int, got {upstream_port!r}")
+            raise InvalidArgumentType(f"upstream_port must be an int, got {upstream_port!r}")
         if not 0 < upstream_port < 65536 or not upstream_host:
-            raise ValueError(f"no server to forward to at {upstream_host!r}:{upstream_port}")
+            raise InvalidArgument(f"no server to forward to at {upstream_host!r}:{upstream_port}")
         self.upstream = (upstream_host, upstream_port)
         self._lock = threading.Lock()
         self._rules: list[Rule] = []
@@ -248,7 +252,9 @@ class Proxy:
         """
         parts = urlsplit(server_url)
         if parts.scheme != "redis":
-            raise ValueError(f"the proxy forwards plain TCP only (redis://), not {server_url!r}")
+            raise InvalidArgument(  # the scheme only: the URL may hold a password
+                f"the proxy forwards plain TCP only (redis://), not {parts.scheme}://"
+            )
         credentials = parts.netloc.rpartition("@")[0]
         netloc = f"{credentials}@" if credentials else ""
         netloc += f"{LOOPBACK}:{self.port}"
