@@ -1,12 +1,15 @@
 """The sync driver: executes protocol calls against one redis-py client. Nothing else.
 
-Scripts run as EVALSHA on connections the driver holds (taken from the client's own pool
-once, then reused): redis-py's per-command path (pool checkout with a readiness poll,
-observability hooks, generic argument packing) costs several times the packing, send and
-read of the call itself, and every send pays it. A NOSCRIPT reply is answered with one EVAL
-of the full source, which also caches it. A connection whose call failed in any way other
-than an error reply is disconnected before it is reused, so a late reply can never be read
-as the answer to the next call. Error
+Scripts run as EVALSHA packed by hiredis and sent on a connection checked out of the
+client's pool for that call alone: redis-py's per-command path around it (command parsing,
+observability hooks, generic argument packing) cost several times the call itself, and
+every send paid it. The pool's checkout and release are kept, and with them what redis-py
+guarantees there: a connection the server closed while idle is reconnected before use, the
+pool's connection limit holds, and re-authentication and reconnect requests are honoured.
+A NOSCRIPT reply is answered by SCRIPT LOAD and the EVALSHA again (an EVALSHA refused with
+NOSCRIPT did not run). A connection whose call failed in any way other than an error reply
+is disconnected before it goes back to the pool, so a late reply can never be read as the
+answer to another call. Error
 replies of the library's scripts become typed exceptions through the call's own mapping;
 connection errors are retried within a :class:`~fencing.retry.RetryBudget`, and when the
 budget runs out a mutating call raises :class:`~fencing.errors.OutcomeUnknown`, a read-only
@@ -15,13 +18,11 @@ one :class:`~fencing.errors.Unavailable`.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, TypeVar
 
 import redis
 import redis.exceptions
-from redis.connection import AbstractConnection
 
 from .errors import FencingError, OutcomeUnknown, Unavailable
 from .lua_loader import LuaScript
@@ -43,47 +44,44 @@ class SyncDriver:
     def __init__(self, client: redis.Redis) -> None:
         self._client = client
         self._pool = client.connection_pool
-        # Idle connections of the script path (list.pop/append are atomic under the GIL).
-        self._idle: list[AbstractConnection] = []
-        self._pid = os.getpid()
+        encoding = str(self._pool.connection_kwargs.get("encoding", "utf-8"))
+        # hiredis encodes str arguments as UTF-8; any other client encoding packs through
+        # redis-py, as every other command of that client does.
+        self._hiredis = _pack_command is not None and encoding.lower() in ("utf-8", "utf8")
 
     @property
     def redis(self) -> redis.Redis:
         """The redis-py client this driver uses (retries off, bounded timeouts)."""
         return self._client
 
-    def _connection(self) -> AbstractConnection:
-        if self._pid != os.getpid():
-            # A forked child never touches its parent's sockets (the pool resets itself).
-            self._idle, self._pid = [], os.getpid()
-        try:
-            return self._idle.pop()
-        except IndexError:
-            return self._pool.get_connection()
-
     def _evalsha(
         self, script: LuaScript, keys: tuple[str, ...], args: tuple[ScriptArg, ...]
     ) -> Any:
-        """EVALSHA on a held connection; EVAL once if the server does not know the script."""
-        conn: Any = self._connection()  # redis-py's connection methods are untyped
+        """EVALSHA on a connection of the pool; on NOSCRIPT, SCRIPT LOAD and EVALSHA again."""
+        pool = self._pool
+        conn: Any = pool.get_connection()  # redis-py's connection methods are untyped
+        command = ("EVALSHA", script.sha1, len(keys), *keys, *args)
         try:
-            conn.send_packed_command(_pack(conn, ("EVALSHA", script.sha1, len(keys), *keys, *args)))
             try:
-                reply = conn.read_response()
+                conn.send_packed_command(self._pack(conn, command))
+                return conn.read_response()
             except redis.exceptions.NoScriptError:
-                conn.send_packed_command(
-                    _pack(conn, ("EVAL", script.source, len(keys), *keys, *args))
-                )
-                reply = conn.read_response()
+                conn.send_packed_command(self._pack(conn, ("SCRIPT", "LOAD", script.source)))
+                conn.read_response()
+                conn.send_packed_command(self._pack(conn, command))
+                return conn.read_response()
         except redis.exceptions.ResponseError:
-            self._idle.append(conn)  # an error reply was read whole: the connection is clean
-            raise
+            raise  # an error reply was read whole: the connection is clean
         except BaseException:
             conn.disconnect()  # a reply may still be on its way: never read it as another's
-            self._idle.append(conn)  # reconnects on its next use
             raise
-        self._idle.append(conn)
-        return reply
+        finally:
+            pool.release(conn)
+
+    def _pack(self, conn: Any, command: tuple[ScriptArg, ...]) -> Any:
+        if self._hiredis:
+            return [_pack_command(command)]
+        return conn.pack_command(*command)
 
     def execute_once(self, call: ScriptCall[T]) -> T:
         """One attempt: run the script, parse the reply or raise the typed error."""
@@ -157,13 +155,6 @@ class SyncDriver:
                 f"({budget.deadline:.3f}s): {exc}"
             ) from exc
         raise AssertionError("unreachable: tenacity either returns or raises")
-
-
-def _pack(conn: Any, command: tuple[ScriptArg, ...]) -> list[bytes]:
-    """The wire form of one command (hiredis's packer: a third of redis-py's cost)."""
-    if _pack_command is not None:
-        return [_pack_command(command)]
-    return list(conn.pack_command(*command))  # pragma: no cover
 
 
 # Refusals by the server itself (not by a script's checks): nothing was applied.
