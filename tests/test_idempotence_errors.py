@@ -268,3 +268,38 @@ def test_state_is_five_batches_per_producer(h: Harness) -> None:
     for pid, entries in expected.items():
         state = h.state(pid)
         assert state == {"g": 0, "s": entries[-1][1], "w": entries[-5:]}
+
+
+@pytest.mark.parametrize(
+    "unreadable",
+    [b'{"g":5,"s":0,"t":1,"w":[]}', b"garbage"],
+    ids=["another-versions-json", "damaged"],
+)
+def test_a_state_the_scripts_cannot_read_is_state_lost_never_a_fresh_start(
+    h: Harness, unreadable: bytes
+) -> None:
+    # Taking it for "no state" would start the PID afresh at the sender's generation: the
+    # generation fence (5 here) and the duplicate window would be gone without a word.
+    h.p.send_batch([b"a"], partition=0)
+    pid = h.p.producer_id
+    h.raw.hset(h.pk.pids, str(pid), unreadable)
+    error = h.refused(h.call([b"b"], 1), fencing.StateLost)
+    assert isinstance(error, fencing.StateLost)
+    assert error.reason == "pid-state"
+    assert f"field {pid} of {h.pk.pids}" in str(error)
+    saved = h.p.state
+    before = h.snapshot()
+    with pytest.raises(fencing.StateLost):
+        h.topic.producer(resume=saved, lease_ttl=LEASE_TTL)
+    with pytest.raises(fencing.StateLost):
+        h.p.send_batch([b"b"], partition=0)
+    assert h.snapshot() == before
+    # Expiry cleanup (run when a new PID registers) leaves it where it is.
+    h.raw.zadd(h.pk.pid_expiry, {str(pid): 0})
+    other = h.topic.producer(lease_ttl=LEASE_TTL)
+    try:
+        other.send_batch([b"c"], partition=0)
+    finally:
+        other.close()
+    assert h.raw.hget(h.pk.pids, str(pid)) == unreadable
+    assert h.values() == [b"a", b"c"]

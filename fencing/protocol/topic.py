@@ -81,7 +81,20 @@ def _state_lost(where: str, key: str, reply: ErrorReply) -> StateLost:
         ),
         "stream": "lost its records (the stream key is gone)",
         "topic": "belongs to another incarnation of its topic",
+        "pid-state": (
+            f"holds a producer state for producer id {reply.fields['seen']} that this version "
+            "of redis-fencing cannot read (written by another version, or damaged); it was "
+            "left as it is"
+        ),
     }.get(reason, reason)
+    if reason == "pid-state":
+        return StateLost(
+            f"{where} {what}. Nothing was written. Run one version of redis-fencing per "
+            f"namespace; to start that producer afresh, delete field {reply.fields['seen']} "
+            f"of {reply.fields['found']} (its duplicate window and fence go with it)",
+            reason=reason,
+            key=reply.fields["found"],
+        )
     return StateLost(
         f"{where} {what}: the Redis server lost writes (FLUSHALL, restart without "
         "persistence, eviction or a failover). Nothing was written. Check persistence and "

@@ -41,14 +41,18 @@ end
 
 -- Removes a few states whose last write is older than the expiry. The index score can be
 -- up to EXPIRY_INDEX_MS behind a state's real last write, so each candidate's own last
--- write decides: a live one is re-indexed, never removed.
+-- write decides: a live one is re-indexed, never removed. A state these scripts cannot
+-- read is never removed either (load_pid refuses to treat it as absent): it is re-indexed
+-- at now, so it does not hold up the expiry of others.
 local function drop_expired(pids, expiry, now, expiry_ms)
   local candidates = redis.call('ZRANGEBYSCORE', expiry, '-inf', now - expiry_ms, 'LIMIT', 0,
     MAX_EXPIRE)
   for _, pid in ipairs(candidates) do
     local raw = redis.call('HGET', pids, pid)
     local state = raw and decode_pid(raw)
-    if state and state.t >= now - expiry_ms then
+    if raw and not state then
+      redis.call('ZADD', expiry, now, pid)
+    elseif state and state.t >= now - expiry_ms then
       redis.call('ZADD', expiry, state.t, pid)
     else
       redis.call('HDEL', pids, pid)
@@ -57,7 +61,9 @@ local function drop_expired(pids, expiry, now, expiry_ms)
   end
 end
 
--- The state of a PID, nil if none or expired; or nil and an error reply.
+-- The state of a PID, nil if none or expired; or nil and an error reply. A state these
+-- scripts cannot read (another version's format, or damaged) is STATE_LOST, never "none":
+-- taking it for absent would start the PID afresh and drop its generation fence (G5, G9).
 local function load_pid(pids, pid, now, expiry_ms)
   local raw, bad = read_checked('HGET', pids, pid)
   if bad then
@@ -67,7 +73,10 @@ local function load_pid(pids, pid, now, expiry_ms)
     return nil
   end
   local state = decode_pid(raw)
-  if state == nil or state.t < now - expiry_ms then
+  if state == nil then
+    return nil, fail(E.STATE_LOST, 'pid-state', pid, pids)
+  end
+  if state.t < now - expiry_ms then
     return nil
   end
   return state
