@@ -194,7 +194,8 @@ class Client:
             with self._lock:
                 driver = self._drivers.get(timeout)
                 if driver is None:
-                    driver = SyncDriver(self._clone(timeout))
+                    scripts = self._clone(timeout).connection_pool  # the script path's own
+                    driver = SyncDriver(self._clone(timeout), scripts)
                     self._drivers[timeout] = driver
         return driver
 
@@ -248,7 +249,7 @@ class Client:
         with self._lock:
             drivers, self._drivers = list(self._drivers.values()), {}
         for driver in drivers:
-            driver.redis.connection_pool.disconnect()
+            driver.close()
 
     def __enter__(self) -> Client:
         return self

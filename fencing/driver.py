@@ -1,15 +1,13 @@
 """The sync driver: executes protocol calls against one redis-py client. Nothing else.
 
-Scripts run as EVALSHA packed by hiredis and sent on a connection checked out of the
-client's pool for that call alone: redis-py's per-command path around it (command parsing,
-observability hooks, generic argument packing) cost several times the call itself, and
-every send paid it. The pool's checkout and release are kept, and with them what redis-py
-guarantees there: a connection the server closed while idle is reconnected before use, the
-pool's connection limit holds, and re-authentication and reconnect requests are honoured.
-A NOSCRIPT reply is answered by SCRIPT LOAD and the EVALSHA again (an EVALSHA refused with
-NOSCRIPT did not run). A connection whose call failed in any way other than an error reply
-is disconnected before it goes back to the pool, so a late reply can never be read as the
-answer to another call. Error
+Scripts run as EVALSHA packed by hiredis and sent on a connection of the script path
+(:mod:`fencing.connections`: what redis-py's pool guarantees at checkout, without its cost):
+redis-py's per-command path around a call (command parsing, observability hooks, generic
+argument packing, the pool's checkout and release) cost several times the call itself, and
+every send paid it. A NOSCRIPT reply is answered by SCRIPT LOAD and the EVALSHA again (an
+EVALSHA refused with NOSCRIPT did not run). A connection whose call failed in any way other
+than an error reply is disconnected before it is used again, so a late reply can never be
+read as the answer to another call. Error
 replies of the library's scripts become typed exceptions through the call's own mapping;
 connection errors are retried within a :class:`~fencing.retry.RetryBudget`, and when the
 budget runs out a mutating call raises :class:`~fencing.errors.OutcomeUnknown`, a read-only
@@ -24,6 +22,7 @@ from typing import Any, TypeVar
 import redis
 import redis.exceptions
 
+from .connections import ScriptConnections
 from .errors import FencingError, OutcomeUnknown, Unavailable
 from .lua_loader import LuaScript
 from .protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
@@ -41,10 +40,15 @@ T = TypeVar("T")
 class SyncDriver:
     """Runs :class:`ScriptCall` objects on a redis-py client."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, scripts: redis.ConnectionPool | None = None) -> None:
+        """``scripts``: a pool for the script path alone (else scripts use the client's)."""
         self._client = client
-        self._pool = client.connection_pool
-        encoding = str(self._pool.connection_kwargs.get("encoding", "utf-8"))
+        self._scripts = (
+            ScriptConnections(client.connection_pool, own_pool=False)
+            if scripts is None
+            else ScriptConnections(scripts)
+        )
+        encoding = str(client.connection_pool.connection_kwargs.get("encoding", "utf-8"))
         # hiredis encodes str arguments as UTF-8; any other client encoding packs through
         # redis-py, as every other command of that client does.
         self._hiredis = _pack_command is not None and encoding.lower() in ("utf-8", "utf8")
@@ -57,9 +61,9 @@ class SyncDriver:
     def _evalsha(
         self, script: LuaScript, keys: tuple[str, ...], args: tuple[ScriptArg, ...]
     ) -> Any:
-        """EVALSHA on a connection of the pool; on NOSCRIPT, SCRIPT LOAD and EVALSHA again."""
-        pool = self._pool
-        conn: Any = pool.get_connection()  # redis-py's connection methods are untyped
+        """EVALSHA on a script connection; on NOSCRIPT, SCRIPT LOAD and EVALSHA again."""
+        connections = self._scripts
+        conn = connections.checkout()
         command = ("EVALSHA", script.sha1, len(keys), *keys, *args)
         try:
             try:
@@ -76,7 +80,12 @@ class SyncDriver:
             conn.disconnect()  # a reply may still be on its way: never read it as another's
             raise
         finally:
-            pool.release(conn)
+            connections.checkin(conn)
+
+    def close(self) -> None:
+        """Disconnect every connection of this driver."""
+        self._scripts.close()
+        self._client.connection_pool.disconnect()
 
     def _pack(self, conn: Any, command: tuple[ScriptArg, ...]) -> Any:
         if self._hiredis:

@@ -4,14 +4,17 @@ servers."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import pytest
 import redis
+from redis.credentials import UsernamePasswordCredentialProvider
 
 import fencing
 from fencing import AccessMode
+from fencing.connections import ScriptConnections
 
 from .conftest import ServerInfo
 
@@ -133,3 +136,45 @@ def test_a_connection_the_server_closed_while_idle_keeps_refusals_definite(
     raw.config_set("timeout", 0)
     producer.close()
     client.close()
+
+
+def test_a_client_with_a_credential_provider_releases_every_connection_to_its_pool(
+    server: ServerInfo, namespace: str
+) -> None:
+    # The pool re-authenticates connections on release (streaming credentials): such a
+    # client's script connections go back to the pool after every call.
+    provider = UsernamePasswordCredentialProvider("default", "any")  # nopass: any password
+    base = redis.Redis.from_url(server.url, credential_provider=provider)
+    client = fencing.Client(base, namespace=namespace)
+    producer = client.topic("t", partitions=1).producer(AccessMode.EXCLUSIVE)
+    assert [producer.send(b"x").offset for _ in range(3)] == [0, 1, 2]
+    driver = client._driver(producer._budget.timeout)
+    connections = driver._scripts
+    assert connections._stack == []
+    assert connections.pool._in_use_connections == set()  # type: ignore[attr-defined]
+    producer.close()
+    client.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_never_takes_its_parents_script_connections(server: ServerInfo) -> None:
+    pool = redis.ConnectionPool.from_url(server.url)
+    connections = ScriptConnections(pool)
+    first = connections.checkout()
+    first.send_command("PING")
+    assert first.read_response() in (b"PONG", "PONG")
+    connections.checkin(first)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            os.write(write_end, b"1" if connections.checkout() is not first else b"0")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    answer = os.read(read_end, 1)
+    os.waitpid(pid, 0)
+    os.close(read_end)
+    assert answer == b"1"
+    assert connections.checkout() is first  # the parent still reuses its own
+    connections.close()
