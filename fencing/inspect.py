@@ -23,7 +23,7 @@ from typing import Any
 import redis
 
 from .errors import InvalidArgument, UnknownTopic
-from .keys import Keys, decode_resource, validate_name, validate_resource
+from .keys import Keys, validate_name, validate_resource
 from .protocol.producer import decode_pid_state
 from .text import text
 
@@ -351,9 +351,8 @@ def owners(r: redis.Redis, keys: Keys, group: str) -> list[OwnerRow]:
     would stall the server and every lease on it).
     """
     group = validate_name("group", group, allow_reserved=True)
-    prefix = f"{keys.namespace}:{{"
-    suffix = f"}}:own:{group}"
-    found = sorted({text(k) for k in r.scan_iter(match=f"{prefix}*{suffix}", count=_SCAN_COUNT)})
+    pattern = keys.ownership_pattern(group)
+    found = sorted({text(k) for k in r.scan_iter(match=pattern, count=_SCAN_COUNT)})
     rows: list[OwnerRow] = []
     for i in range(0, len(found), _PIPELINE_CHUNK):
         chunk = found[i : i + _PIPELINE_CHUNK]
@@ -364,10 +363,9 @@ def owners(r: redis.Redis, keys: Keys, group: str) -> list[OwnerRow]:
         (seconds, micros), *replies = pipe.execute()
         now = int(seconds) * 1000 + int(micros) // 1000
         for key, reply in zip(chunk, replies, strict=True):
-            encoded = key[len(prefix) : -len(suffix)]
+            resource = keys.ownership_resource(group, key)
             row = _hash(reply)
-            # Encoded resources hold neither braces nor colons: anything else matching the
-            # pattern is not a row of this table. An empty row was deleted after the SCAN.
-            if row and "}" not in encoded and ":" not in encoded:
-                rows.append(_owner_row(group, decode_resource(encoded), row, now))
+            # An empty row was deleted after the SCAN.
+            if row and resource is not None:
+                rows.append(_owner_row(group, resource, row, now))
     return sorted(rows, key=lambda row: row.resource)

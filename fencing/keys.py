@@ -167,6 +167,31 @@ class Keys:
         """The hash holding the ownership row of (group, resource)."""
         return f"{self._prefix}{self.tag(resource)}:own:{group}"
 
+    def ownership_pattern(self, group: str) -> str:
+        """A SCAN MATCH pattern for every ownership row of ``group``.
+
+        >>> Keys("fencing").ownership_pattern("journal")
+        'fencing:{*}:own:journal'
+        """
+        return f"{self._prefix}{{*}}:own:{group}"
+
+    def ownership_resource(self, group: str, key: str) -> str | None:
+        """The resource of an ownership row's key (the inverse of :meth:`ownership`), or
+        None if ``key`` is not a row of ``group`` in this namespace.
+
+        >>> Keys("fencing").ownership_resource("journal", "fencing:{a%7Bb%7D}:own:journal")
+        'a{b}'
+        """
+        head, tail = self._prefix + "{", "}:own:" + group
+        if not (key.startswith(head) and key.endswith(tail)):
+            return None
+        encoded = key[len(head) : -len(tail)]
+        # Encoded resources hold neither braces nor colons: anything else is another key
+        # that happens to match the pattern.
+        if not encoded or "}" in encoded or ":" in encoded:
+            return None
+        return decode_resource(encoded)
+
     def released_channel(self, group: str, resource: str) -> str:
         """The channel told when (group, resource) is released."""
         return self.ownership(group, resource) + ":released"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from typing import Any
 
@@ -278,3 +279,21 @@ def test_partition_keys_share_the_slot_of_their_ownership_resource(
     pk = KEYS.partition(topic, partition)
     slot = slot_of(KEYS.ownership("__producer__", f"{topic}/{partition}"))
     assert slot_of(pk.meta) == slot_of(pk.stream) == slot
+
+
+@pytest.mark.parametrize("resource", ["orders/0", "a{b}:c d", "é/ü", "%41"])
+def test_an_ownership_key_gives_back_its_resource_and_matches_the_group_pattern(
+    resource: str,
+) -> None:
+    keys = Keys("ns")
+    key = keys.ownership("journal", resource)
+    assert keys.ownership_resource("journal", key) == resource
+    assert fnmatch.fnmatchcase(key, keys.ownership_pattern("journal"))
+    assert keys.ownership_resource("other", key) is None
+    assert Keys("other").ownership_resource("journal", key) is None
+
+
+def test_keys_that_only_look_like_ownership_rows_are_not_taken_for_them() -> None:
+    keys = Keys("ns")
+    for key in ("ns:{a}:b}:own:journal", "ns:{}:own:journal", "ns:{x}:own:journal:released"):
+        assert keys.ownership_resource("journal", key) is None
