@@ -14,6 +14,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from . import forks
+
 log = logging.getLogger(__name__)
 
 
@@ -40,6 +42,15 @@ class Keeper:
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._stopped = False
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        # The parent's tasks renew the parent's leases: the child never runs them, and its
+        # thread and lock are new (the parent's thread may have held the lock at the fork).
+        self._heap = []
+        self._cond = threading.Condition()
+        self._thread = None
         self._stopped = False
 
     def schedule(self, interval: float, fn: Callable[[], bool]) -> Task:

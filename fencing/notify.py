@@ -18,6 +18,7 @@ import redis
 import redis.client
 import redis.exceptions
 
+from . import forks
 from .text import text as _text
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,18 @@ class Notifier:
         self._confirmed: dict[str, threading.Event] = {}
         self._pubsub: redis.client.PubSub | None = None
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        # The listener thread is the parent's, and so are the subscriptions (they belong to
+        # the parent's handles). The parent's pub/sub connection is dropped, not closed: a
+        # close from here would shut the parent's socket down.
+        self._lock = threading.Lock()
+        self._subs = {}
+        self._confirmed = {}
+        self._pubsub = None
+        self._thread = None
         self._stop = threading.Event()
 
     def subscribe(

@@ -21,6 +21,11 @@ class ProcessBound:
     def _bind_process(self) -> None:
         self._pid = os.getpid()
 
+    def _in_own_process(self) -> bool:
+        """False in a forked child: the handle's session, leases and locks are the parent's,
+        and the child must do nothing with them (not even release them)."""
+        return os.getpid() == self._pid
+
     def _check_process(self) -> None:
         if os.getpid() != self._pid:
             raise ProcessBoundError(
