@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NoReturn
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.exceptions
@@ -43,6 +42,7 @@ from .errors import FencingError, InvalidArgument, Unavailable
 from .keys import Keys, validate_name
 from .producer import AccessMode
 from .record import Record
+from .urls import redact
 
 #: Socket and connect timeout of the CLI's connections: a server that is down or a host
 #: that does not answer fails within about this long, with no retry loop.
@@ -241,18 +241,6 @@ class _Conn:
         return self.client.keys
 
 
-def redact(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for messages)."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-        return urlunsplit(parts._replace(netloc=netloc))
-    except ValueError:
-        return "<unparsable URL>"
-
-
 @contextlib.contextmanager
 def _connect(args: argparse.Namespace, *, read_only: bool) -> Iterator[_Conn]:
     """Connect (starting an embedded server for --embedded) and check the server answers.
@@ -271,18 +259,12 @@ def _connect(args: argparse.Namespace, *, read_only: bool) -> Iterator[_Conn]:
                 raise Unavailable(f"could not start an embedded server: {exc}") from exc
             stack.callback(server.stop)
             url = server.url
-        try:
-            client = Client.from_url(
-                url,
-                namespace=args.namespace,
-                socket_timeout=TIMEOUT,
-                allow_eviction=True if read_only else None,
-            )
-        except FencingError:
-            raise
-        except ValueError as exc:  # redis-py refuses the URL
-            shown = redact(url or os.environ.get("FENCING_REDIS_URL", ""))
-            raise InvalidArgument(f"bad Redis URL {shown!r}: {exc}") from exc
+        client = Client.from_url(
+            url,
+            namespace=args.namespace,
+            socket_timeout=TIMEOUT,
+            allow_eviction=True if read_only else None,
+        )
         stack.callback(client.close)
         where = redact(client.settings.redis_url)
         r = client._driver(TIMEOUT).redis
@@ -331,7 +313,6 @@ def _status(args: argparse.Namespace) -> int:
             conn.keys,
             args.topic,
             None if args.partition is None else [args.partition],
-            producer_state_ttl_ms=round(conn.client.settings.producer_state_ttl * 1000),
             where=f"server {conn.where}",
         )
     if args.json:

@@ -25,6 +25,7 @@ import redis
 from .errors import InvalidArgument, UnknownTopic
 from .keys import Keys, validate_name, validate_resource
 from .protocol.producer import decode_pid_state
+from .protocol.topic import DEFAULT_PID_EXPIRY_MS
 from .text import text
 
 #: At most this many shared producers and waiters are listed per partition (counts are exact).
@@ -205,13 +206,12 @@ def topic_status(
     topic: str,
     partitions: Iterable[int] | None = None,
     *,
-    producer_state_ttl_ms: int | None = None,
     where: str = "",
 ) -> TopicStatus:
     """The status of a topic's partitions (all by default). Read-only.
 
-    ``producer_state_ttl_ms`` marks PID states older than that as expired (the append
-    script treats them as gone even before it removes them).
+    PID states older than the partition's own producer state expiry are marked expired (the
+    scripts treat them as gone even before they remove them).
     """
     meta = topic_meta(r, keys, topic, where=where)
     wanted = list(range(meta.partitions)) if partitions is None else list(partitions)
@@ -245,15 +245,14 @@ def topic_status(
         per = 10
         for j, p in enumerate(chunk):
             part = replies[1 + j * per : 1 + (j + 1) * per]
-            out.append(_partition(p, part, now, producer_state_ttl_ms))
+            out.append(_partition(p, part, now))
     return TopicStatus(keys.namespace, meta, now or server_time_ms(r), out)
 
 
-def _partition(
-    p: int, replies: Sequence[Any], now: int, state_ttl_ms: int | None
-) -> PartitionStatus:
+def _partition(p: int, replies: Sequence[Any], now: int) -> PartitionStatus:
     meta, xlen, owner, shared_n, shared, waiters_n, waiters, wleases, pids, names = replies
     part = _hash(meta)
+    state_ttl_ms = int(part.get("pidexp") or DEFAULT_PID_EXPIRY_MS)
     row = _hash(owner)
     leases = _hash(wleases)
     holder = None
@@ -280,11 +279,15 @@ def _partition(
             (_pid(text(k), text(v), now, state_ttl_ms) for k, v in (pids or {}).items()),
             key=lambda info: info.pid,
         ),
-        names=sorted((_name(k, v) for k, v in _hash(names).items()), key=lambda n: n.name),
+        names=sorted(
+            # '#<pid>' fields are PID fences, not names (names cannot start with '#').
+            (_name(k, v) for k, v in _hash(names).items() if not k.startswith("#")),
+            key=lambda n: n.name,
+        ),
     )
 
 
-def _pid(pid: str, raw: str, now: int, state_ttl_ms: int | None) -> PidInfo:
+def _pid(pid: str, raw: str, now: int, state_ttl_ms: int) -> PidInfo:
     try:
         state = decode_pid_state(raw)
     except ValueError:  # not a state the scripts wrote: show what can be told
@@ -303,7 +306,7 @@ def _pid(pid: str, raw: str, now: int, state_ttl_ms: int | None) -> PidInfo:
         last_sequence=state.last_sequence,
         last_write_age_ms=age,
         window=len(state.window),
-        expired=state_ttl_ms is not None and age > state_ttl_ms,
+        expired=age > state_ttl_ms,
     )
 
 

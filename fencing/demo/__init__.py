@@ -31,12 +31,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
-from urllib.parse import urlsplit, urlunsplit
 
 import redis.exceptions
 
 from ..embedded import EmbeddedServer
-from ..errors import FencingError, Unavailable
+from ..errors import FencingError, InvalidArgument, Unavailable
+from ..urls import redact
 from . import plot
 from .board import Board
 from .scenario import DEFAULT, QUICK, WORKERS, Scenario, terminate_on_sigterm
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(options: _Options, out: TextIO) -> int:
     if options.url is not None:
-        return _session(options, out, options.url, f"using {_redact(options.url)}", ours=False)
+        return _session(options, out, options.url, f"using {redact(options.url)}", ours=False)
     try:
         server = EmbeddedServer.start()
     except (FileNotFoundError, RuntimeError) as exc:
@@ -168,12 +168,12 @@ def _session(options: _Options, out: TextIO, url: str, description: str, *, ours
     scenario = Scenario(url, config, board, seed=options.seed, keep=options.keep)
     try:
         scenario.prepare()
-    except ValueError as exc:  # redis-py's refusal of a malformed URL
-        return _fail(f"bad Redis URL {_redact(url)!r}: {exc}")
+    except InvalidArgument as exc:  # a malformed URL
+        return _fail(str(exc))
     except FencingError as exc:
         return _fail(_server_problem(exc, url))
     except redis.exceptions.RedisError as exc:
-        return _fail(f"Redis at {_redact(url)} refused the demo: {exc}")
+        return _fail(f"Redis at {redact(url)} refused the demo: {exc}")
     out.write(f"{PROG}: {description}\n")
     view = LiveView(out) if options.live else PlainView(out)
     board.on_line = view.line
@@ -186,7 +186,7 @@ def _session(options: _Options, out: TextIO, url: str, description: str, *, ours
     finally:
         view.stop()
     if lost is not None:
-        return _fail(f"lost the server at {_redact(url)} during the run: {lost}")
+        return _fail(f"lost the server at {redact(url)} during the run: {lost}")
     result.server = description
     if options.plot is not None:
         try:
@@ -202,7 +202,7 @@ def _session(options: _Options, out: TextIO, url: str, description: str, *, ours
         if options.keep and not ours:
             out.write(
                 f"keys kept under namespace {result.namespace}: fencing status A --namespace "
-                f"{result.namespace} --url {_redact(url)}\n"
+                f"{result.namespace} --url {redact(url)}\n"
             )
     return 0 if result.ok else 1
 
@@ -211,23 +211,10 @@ def _server_problem(exc: FencingError, url: str) -> str:
     message = str(exc)
     if isinstance(exc, Unavailable):
         return (
-            f"cannot reach Redis at {_redact(url)}: {message} (start the server, fix --url "
+            f"cannot reach Redis at {redact(url)}: {message} (start the server, fix --url "
             "or FENCING_REDIS_URL, or leave both unset to run on a private server)"
         )
-    return f"the server at {_redact(url)} cannot run the demo: {message}"
-
-
-def _redact(url: str) -> str:
-    """``url`` without its password."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    return f"the server at {redact(url)} cannot run the demo: {message}"
 
 
 def _fail(message: str) -> int:
