@@ -109,4 +109,3 @@ CODES: dict[str, CodeSpec] = {
         ),
     )
 }
-

@@ -12,6 +12,11 @@ replies of the library's scripts become typed exceptions through the call's own 
 connection errors are retried within a :class:`~fencing.retry.RetryBudget`, and when the
 budget runs out a mutating call raises :class:`~fencing.errors.OutcomeUnknown`, a read-only
 one :class:`~fencing.errors.Unavailable`.
+
+A call that is not safe to send twice (``resend_safe=False``: an append with no sequence) is
+resent only while its request cannot have reached the server (the connection could not be
+made); once it may have been delivered, a failure is OutcomeUnknown at once (G5: an unknown
+outcome never becomes a silent duplicate).
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ except ImportError:  # pragma: no cover - hiredis is a dependency; plain redis-p
     _pack_command = None
 
 T = TypeVar("T")
+
+
+class NotDelivered(redis.exceptions.ConnectionError):
+    """The connection could not be made: the request never left this process."""
 
 
 class SyncDriver:
@@ -63,9 +72,17 @@ class SyncDriver:
     ) -> Any:
         """EVALSHA on a script connection; on NOSCRIPT, SCRIPT LOAD and EVALSHA again."""
         connections = self._scripts
-        conn = connections.checkout()
+        try:
+            conn = connections.checkout()  # a new connection is connected by the pool here
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise NotDelivered(str(exc)) from exc
         command = ("EVALSHA", script.sha1, len(keys), *keys, *args)
         try:
+            if conn._sock is None:
+                try:
+                    conn.connect()
+                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+                    raise NotDelivered(str(exc)) from exc
             try:
                 conn.send_packed_command(self._pack(conn, command))
                 return conn.read_response()
@@ -133,16 +150,19 @@ class SyncDriver:
         started = time.monotonic()
         try:
             return self.execute_once(call)
-        except TRANSIENT_ERRORS:
-            pass
+        except TRANSIENT_ERRORS as exc:
+            maybe_applied = _may_have_arrived(call, exc)
         spent = time.monotonic() - started
         try:
             for attempt in budget.retrying(spent=spent, attempts_made=1):
                 with attempt:
                     try:
                         return self.execute_once(call)
+                    except TRANSIENT_ERRORS as exc:
+                        maybe_applied = _may_have_arrived(call, exc) or maybe_applied
+                        raise
                     except FencingError as refusal:
-                        if call.ambiguous_after_retry:
+                        if call.ambiguous_after_retry and maybe_applied:
                             # An earlier attempt may have been applied before this refusal
                             # (say: the append landed, its reply was lost, then another
                             # producer took over). Telling "fenced" would hide a write.
@@ -153,7 +173,7 @@ class SyncDriver:
                             ) from refusal
                         raise
         except TRANSIENT_ERRORS as exc:
-            if call.mutating:
+            if call.mutating and maybe_applied:
                 raise OutcomeUnknown(
                     f"{call.script.name}: no reply from Redis within the retry budget "
                     f"({budget.deadline:.3f}s): {exc}. The request may or may not have been "
@@ -161,9 +181,28 @@ class SyncDriver:
                 ) from exc
             raise Unavailable(
                 f"{call.script.name}: Redis unreachable within the retry budget "
+                f"({budget.deadline:.3f}s): {exc}. No attempt reached it: nothing was applied"
+                if call.mutating
+                else f"{call.script.name}: Redis unreachable within the retry budget "
                 f"({budget.deadline:.3f}s): {exc}"
             ) from exc
         raise AssertionError("unreachable: tenacity either returns or raises")
+
+
+def _may_have_arrived(call: ScriptCall[Any], exc: BaseException) -> bool:
+    """Whether a failed attempt's request may have reached the server; raises
+    OutcomeUnknown at once when such a call must not be sent again."""
+    if isinstance(exc, NotDelivered):
+        return False
+    if not call.resend_safe:
+        raise OutcomeUnknown(
+            f"{call.script.name}: the connection failed after the request was sent ({exc}), "
+            "so it may have been applied. It is not sent again: without a sequence (a "
+            "producer made with idempotent=False) a resend could append it twice. Read the "
+            "partition to see whether it landed, or use an idempotent producer, whose "
+            "resends are deduplicated"
+        ) from exc
+    return True
 
 
 # Refusals by the server itself (not by a script's checks): nothing was applied.

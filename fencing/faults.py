@@ -15,6 +15,8 @@ client sends and, when a client->server chunk contains its pattern, does one of:
   the server never sees it. With ``close=True`` the connection is closed at once; with
   ``close=False`` it stays open and deaf until the client gives up on it.
 - ``observe``: count (and keep a copy of) matching requests, change nothing.
+- ``refuse_connections``: close newly accepted connections at once (no pattern): the
+  client's connect fails before any request of it was sent.
 
 A rule fires ``count`` times (``None``: on every match until removed), counts its ``hits``
 and sets its ``fired`` event on the first one, so callers wait on events, never on sleeps.
@@ -73,6 +75,7 @@ class Action(enum.Enum):
     DROP_REPLY = "drop_reply"
     DROP_REQUEST = "drop_request"
     OBSERVE = "observe"
+    REFUSE_CONNECTION = "refuse_connection"
 
 
 class Rule:
@@ -270,6 +273,11 @@ class Proxy:
         """Never deliver the next ``count`` matching requests."""
         return self._add(Rule(self, pattern, Action.DROP_REQUEST, count, close))
 
+    def refuse_connections(self, count: int | None = 1) -> Rule:
+        """Close the next ``count`` accepted connections at once, before anything reaches
+        the server: the client's connect (its handshake) fails, and no request was sent."""
+        return self._add(Rule(self, b"<connect>", Action.REFUSE_CONNECTION, count, True))
+
     def observe(self, pattern: bytes) -> Rule:
         """Count the requests that match ``pattern``; change nothing."""
         return self._add(Rule(self, pattern, Action.OBSERVE, None, False))
@@ -319,7 +327,10 @@ class Proxy:
     def _admit(self, client: socket.socket) -> None:
         with self._lock:
             full = len(self._connections) >= MAX_CONNECTIONS
-        if full or self._stopping.is_set():
+            refused = any(
+                rule._take() for rule in self._rules if rule.action is Action.REFUSE_CONNECTION
+            )
+        if full or refused or self._stopping.is_set():
             client.close()
             return
         try:
@@ -372,6 +383,8 @@ class Proxy:
         fired: Rule | None = None
         with self._lock:
             for rule in self._rules:
+                if rule.action is Action.REFUSE_CONNECTION:
+                    continue
                 # Only matches that end in the new data: the tail alone matched before.
                 if window.find(rule.pattern, max(0, keep - len(rule.pattern) + 1)) < 0:
                     continue

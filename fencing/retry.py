@@ -8,6 +8,7 @@ socket timeout below ttl/3.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import redis.exceptions
@@ -24,6 +25,30 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
 )
+
+
+#: Socket timeouts come in steps of this ratio (see :func:`quantized_timeout`).
+TIMEOUT_STEP = 2**0.25
+
+
+def quantized_timeout(seconds: float) -> float:
+    """The largest step of a fixed ladder (1 s times powers of 2**(1/4)) not above
+    ``seconds``.
+
+    A client keeps one connection pool per socket timeout: a timeout per distinct lease
+    would make a pool per handle. Rounding down keeps every bound the timeout protects
+    (a shorter timeout only gives up sooner), at most 16% below the exact value; the ladder
+    has about 30 steps between 5 ms and 1 minute.
+
+    >>> quantized_timeout(1.0), quantized_timeout(1.25), quantized_timeout(0.125)
+    (1.0, 1.1892, 0.125)
+    """
+    if seconds <= 0:
+        raise ValueError("a timeout must be positive")
+    steps = math.floor(math.log(seconds, TIMEOUT_STEP) + 1e-9)
+    # Never 0 (a socket timeout of 0 is non-blocking): leases start at 50 ms, so ttl/8 is
+    # 6.25 ms at the least.
+    return max(0.001, round(TIMEOUT_STEP**steps, 4))
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +75,7 @@ class RetryBudget:
         first ttl/3, and each socket step is bounded by ttl/8, so the worst case of a whole
         call is ttl/3 + 4 * ttl/8 = 5/6 of the lease.
         """
-        timeout = min(cap, ttl / 8.0)
-        return cls(timeout=round(timeout, 4), deadline=ttl / 3.0)
+        return cls(timeout=quantized_timeout(min(cap, ttl / 8.0)), deadline=ttl / 3.0)
 
     @property
     def worst_case(self) -> float:

@@ -11,6 +11,8 @@ import redis
 from fencing.codes import CODES
 from fencing.lua_loader import _FILE_RE, _build, load_scripts, lua_dir, script
 from fencing.protocol import ScriptCall
+from fencing.protocol.topic import DEFAULT_PID_EXPIRY_MS
+from fencing.settings import FencingSettings
 
 from .conftest import ServerInfo
 
@@ -154,3 +156,14 @@ def test_script_call_refuses_a_wrong_key_count(name: str) -> None:
     for wrong in (loaded.nkeys - 1, loaded.nkeys + 1):
         with pytest.raises(AssertionError, match=f"takes {loaded.nkeys} keys, got {wrong}"):
             make(wrong)
+
+
+def test_lua_and_python_share_the_default_producer_state_expiry() -> None:
+    """Partitions created before the expiry was kept in their metadata: both sides must
+    judge their producer states by the same default."""
+    common = (LUA / "include" / "common.lua").read_text(encoding="utf-8")
+    assert f"local DEFAULT_PID_EXPIRY_MS = {DEFAULT_PID_EXPIRY_MS}\n" in common
+    # The setting's default (used for new topics) is the same week.
+    assert (
+        FencingSettings.model_fields["producer_state_ttl"].default * 1000 == DEFAULT_PID_EXPIRY_MS
+    )

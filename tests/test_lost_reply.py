@@ -152,20 +152,48 @@ def test_lost_reply_is_retried_with_the_same_sequence(
         assert p.last_resolution is None  # nothing was ever unknown to the caller
 
 
-def test_lost_reply_duplicates_without_idempotence(
-    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis
+@pytest.mark.parametrize("close", [True, False], ids=["reset", "timeout"])
+def test_a_lost_reply_without_idempotence_is_unknown_never_a_duplicate(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis, close: bool
 ) -> None:
-    """The contrast: the same lost reply makes a non-idempotent producer append twice."""
+    """G5: with no sequence to deduplicate on, a request that may have been delivered is
+    never sent again: the caller hears OutcomeUnknown, and the batch stands once."""
     topic = pclient.topic(TOPIC, partitions=1)
     pk = topic.partition_keys(0)
     with topic.producer(lease_ttl=LEASE_TTL, idempotent=False) as p:
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
-        with proxy.observe(APPEND) as seen, proxy.drop_replies(APPEND) as lost:
-            mds = p.send_batch([b"a", b"b"], partition=0)
-        assert (lost.hits, seen.hits) == (1, 2)
-        assert offsets(mds) == [3, 4]  # the retry's own copy
-        assert_log(raw, pk, [b"w0", b"a", b"b", b"a", b"b"], p.producer_id)
+        with (
+            proxy.observe(APPEND) as seen,
+            proxy.drop_replies(APPEND, close=close) as lost,
+            pytest.raises(fencing.OutcomeUnknown, match="not sent again"),
+        ):
+            p.send_batch([b"a", b"b"], partition=0)
+        assert (lost.hits, seen.hits) == (1, 1)  # no resend
+        assert_log(raw, pk, [b"w0", b"a", b"b"], p.producer_id)
         assert raw.hlen(pk.pids) == 0  # no sequence state for a non-idempotent producer
+        assert offsets(p.send_batch([b"c"], partition=0)) == [3]  # it goes on
+        assert_log(raw, pk, [b"w0", b"a", b"b", b"c"], p.producer_id)
+
+
+@pytest.mark.parametrize("where", ["reused", "from-the-pool"])
+def test_a_request_that_never_left_is_resent_even_without_idempotence(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis, where: str
+) -> None:
+    """A connection that cannot be made never carried the request: that retry is safe."""
+    topic = pclient.topic(TOPIC, partitions=1)
+    pk = topic.partition_keys(0)
+    with topic.producer(lease_ttl=LEASE_TTL, idempotent=False) as p:
+        assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
+        # The idle connection is closed under the client and the next connect is refused
+        # once: the first attempt cannot connect, the retry can. The connection is either
+        # the script path's own (reconnected there) or a new one the pool connects.
+        with proxy.refuse_connections(count=1) as refused:
+            proxy.sever()
+            if where == "from-the-pool":
+                pclient._driver(p._budget.timeout)._scripts.close()
+            assert offsets(p.send_batch([b"a"], partition=0)) == [1]
+        assert refused.hits == 1
+        assert_log(raw, pk, [b"w0", b"a"], p.producer_id)
 
 
 def max_attempts(p: Producer) -> int:
@@ -287,8 +315,6 @@ def _assert_old_copy_fenced(
             pid_generation=generation,
             first_sequence=sequence,
             checksum=protocol.topic.checksum(records),
-            state_expiry_ms=p._state_expiry_ms,
-            fresh=True,
             name="",
         ),
         errors=protocol.producer.producer_errors(pk),
@@ -352,3 +378,26 @@ def test_the_proxy_loses_replies_or_requests_on_demand(
     finally:
         r.close()
         raw.delete(key)
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_requests_that_never_left_are_unavailable_not_unknown(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis, idempotent: bool
+) -> None:
+    """Found in review: when no attempt could even connect, nothing was applied: the caller
+    hears Unavailable, and an idempotent producer has nothing pending to resolve."""
+    topic = pclient.topic(TOPIC, partitions=1)
+    pk = topic.partition_keys(0)
+    with topic.producer(lease_ttl=LEASE_TTL, idempotent=idempotent) as p:
+        assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
+        generation = p._standing[0].generation
+        with proxy.refuse_connections(count=None) as refused:
+            proxy.sever()
+            with pytest.raises(fencing.Unavailable, match="nothing was applied"):
+                p.send_batch([b"never"], partition=0)
+        assert refused.hits >= 2
+        assert p._standing[0].pending is None
+        assert offsets(p.send_batch([b"a"], partition=0)) == [1]
+        assert p._standing[0].generation == generation  # nothing to fence
+        assert p.last_resolution is None
+        assert_log(raw, pk, [b"w0", b"a"], p.producer_id)

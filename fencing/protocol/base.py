@@ -77,6 +77,10 @@ class ScriptCall(Generic[T]):
     #: True when a definitive refusal after a lost reply cannot be trusted: an earlier
     #: attempt may have been applied (an append), so the driver reports OutcomeUnknown.
     ambiguous_after_retry: bool = False
+    #: False when sending the call twice could apply it twice (an append with no sequence to
+    #: deduplicate on): once a request may have reached the server, the driver never sends
+    #: it again and raises OutcomeUnknown instead.
+    resend_safe: bool = True
 
     def __post_init__(self) -> None:
         self.script.check_keys(self.keys)
