@@ -21,8 +21,15 @@ import redis.exceptions
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from . import forks
 from .driver import SyncDriver
-from .errors import ConfigurationError, InvalidArgumentType, OutcomeUnknown, Unavailable
+from .errors import (
+    ConfigurationError,
+    InvalidArgumentType,
+    OutcomeUnknown,
+    StateLost,
+    Unavailable,
+)
 from .keeper import Keeper
 from .keys import Keys
 from .notify import Notifier
@@ -32,6 +39,7 @@ from .retry import TRANSIENT_ERRORS, RetryBudget
 from .settings import FencingSettings, load_settings
 from .text import text as _text
 from .topic import Topic
+from .urls import redis_from_url
 
 # Connection kwargs tied to the original pool's runtime state: never copied to a clone.
 _POOL_BOUND_KWARGS = ("maint_notifications_pool_handler", "maint_notifications_config")
@@ -64,7 +72,7 @@ class Client:
             overrides["allow_eviction"] = allow_eviction
         self.settings = load_settings(settings, **overrides)
         if redis_client is None:
-            redis_client = redis.Redis.from_url(self.settings.redis_url)
+            redis_client = redis_from_url(self.settings.redis_url)
         elif not isinstance(redis_client, redis.Redis):
             raise InvalidArgumentType(
                 f"fencing.Client needs a redis.Redis client, got {type(redis_client).__name__}: "
@@ -77,6 +85,14 @@ class Client:
         self._safe_checked = False
         self._keeper = Keeper()
         self._notifier = Notifier(lambda: self._clone(self.settings.socket_timeout, pubsub=True))
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        # A client made before a fork works in the child for new handles: fresh locks (a
+        # thread of the parent may have held one at the fork) and fresh pools (the parent's
+        # connections stay the parent's). The keeper and the notifier reset themselves.
+        self._lock = threading.RLock()
+        self._drivers = {}
 
     @classmethod
     def from_url(
@@ -93,7 +109,7 @@ class Client:
         """
         settings = load_settings() if url is None else load_settings(redis_url=url)
         return cls(
-            redis.Redis.from_url(settings.redis_url),
+            redis_from_url(settings.redis_url),
             namespace=namespace,
             socket_timeout=socket_timeout,
             allow_eviction=allow_eviction,
@@ -128,8 +144,12 @@ class Client:
         max_record_bytes: int = DEFAULT_LIMITS.max_record_bytes,
         max_batch_records: int = DEFAULT_LIMITS.max_batch_records,
         max_batch_bytes: int = DEFAULT_LIMITS.max_batch_bytes,
+        producer_state_ttl: float | None = None,
     ) -> Topic:
         """A topic (created with ``partitions`` partitions on first use). No I/O happens here.
+
+        ``producer_state_ttl`` (seconds) is fixed when the topic is created: see
+        :class:`~fencing.Topic`.
 
         >>> topic = client.topic("orders", partitions=4)
         >>> topic.producer().send(b"hello", key=b"user-1").offset      # doctest: +SKIP
@@ -143,6 +163,7 @@ class Client:
             max_record_bytes=max_record_bytes,
             max_batch_records=max_batch_records,
             max_batch_bytes=max_batch_bytes,
+            producer_state_ttl=producer_state_ttl,
         )
 
     # -- internals used by handles ----------------------------------------------------------
@@ -159,6 +180,35 @@ class Client:
         except TRANSIENT_ERRORS as exc:
             raise OutcomeUnknown(f"could not allocate a producer id: {exc}") from exc
         raise AssertionError("unreachable")
+
+    def _check_producer_id(self, pid: int) -> None:
+        """Refuse a saved producer id this namespace's counter has not handed out yet: the
+        state comes from another namespace or server, or the counter went backwards (a
+        failover lost its INCR), and a new producer could be given the same id."""
+        budget = self._budget_default()
+        self._ensure_safe(budget)
+        try:
+            raw = self._driver(budget.timeout).redis.get(self.keys.producer_ids())
+        except redis.exceptions.ResponseError as exc:
+            raise StateLost(
+                f"the producer-id counter {self.keys.producer_ids()!r} is not a number "
+                f"({exc}): another program wrote it",
+                reason="pid-counter",
+                key=self.keys.producer_ids(),
+            ) from exc
+        except TRANSIENT_ERRORS as exc:
+            raise Unavailable(f"cannot reach Redis to check the producer id: {exc}") from exc
+        issued = int(raw) if raw is not None else 0
+        if issued < pid:
+            raise StateLost(
+                f"the saved state names producer id {pid}, but namespace {self.namespace!r} "
+                f"has handed out ids up to {issued} only: the state was saved against another "
+                "namespace or server, or the producer-id counter lost writes (FLUSHALL, a "
+                "restart without persistence, a failover). Nothing was written; resuming "
+                "could let a new producer get the same id. Open a new producer without resume=",
+                reason="pid-counter",
+                key=self.keys.producer_ids(),
+            )
 
     def _clone(self, timeout: float, *, pubsub: bool = False) -> redis.Redis:
         pool = self._base.connection_pool

@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 
 MIN_TTL = 0.05
 MAX_TTL = 7 * 24 * 3600.0
+#: A waiting claim tries again at least this often (seconds), even while the holder's lease
+#: runs longer: a release notification can be missed (a holder whose ACL forbids PUBLISH, a
+#: pub/sub connection that dropped it), and a waiter must not then sleep out the whole lease.
+RECHECK_INTERVAL = 1.0
 
 SeveredCallback = Callable[[Grant, int], None]
 
@@ -270,8 +274,11 @@ class Ownership(ProcessBound):
         return out
 
     def close(self) -> None:
-        """Release every grant and stop listening for notifications. Idempotent."""
-        if self._closed:
+        """Release every grant and stop listening for notifications. Idempotent.
+
+        In a forked child this does nothing at all: the grants are the parent's.
+        """
+        if self._closed or not self._in_own_process():
             return
         try:
             if self._grants:
@@ -389,7 +396,7 @@ class Ownership(ProcessBound):
                 try:
                     return attempt()
                 except OwnershipConflict as conflict:
-                    pause = conflict.remaining + 0.002
+                    pause = min(conflict.remaining + 0.002, RECHECK_INTERVAL)
                     if deadline is not None:
                         left = deadline - time.monotonic()
                         if left <= 0:

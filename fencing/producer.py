@@ -25,11 +25,12 @@ from __future__ import annotations
 import enum
 import itertools
 import logging
+import math
 import secrets
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from . import protocol
@@ -77,6 +78,9 @@ class Pending:
     generation: int
     first_sequence: int
     checksum: str
+    #: When the batch was first sent (time.monotonic()): a resolution long after may find
+    #: the state expired, and then cannot tell "never landed" from "landed, then expired".
+    sent_at: float = field(default_factory=time.monotonic)
 
 
 class _Standing:
@@ -154,8 +158,11 @@ class Producer(ProcessBound):
         if wait_timeout is not None:
             if isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)):
                 raise InvalidArgumentType("wait_timeout must be None or seconds")
-            if wait_timeout < 0:
-                raise InvalidArgument(f"wait_timeout must be >= 0, got {wait_timeout}")
+            if not math.isfinite(wait_timeout) or wait_timeout < 0:
+                raise InvalidArgument(
+                    f"wait_timeout must be None (wait for ever) or a finite number of seconds "
+                    f">= 0, got {wait_timeout!r}"
+                )
         self.wait_timeout = wait_timeout
         self.idempotent = idempotent
         self.resume = resume
@@ -164,7 +171,6 @@ class Producer(ProcessBound):
         #: The producer's identity: drawn now, never shared with another producer object.
         self.session = secrets.token_hex(16)
         self._ttl_ms = max(1, round(self.lease_ttl * 1000))
-        self._state_expiry_ms = round(topic._client.settings.producer_state_ttl * 1000)
         self._budget = topic._client._budget_for_ttl(self.lease_ttl)
         self._lock = threading.Lock()
         self._round_robin = itertools.count()
@@ -193,6 +199,7 @@ class Producer(ProcessBound):
             topic = self.topic
             topic.open()
             if self.resume is not None:
+                topic._client._check_producer_id(self.resume.producer_id)
                 self._producer_id = self.resume.producer_id
             else:
                 self._producer_id = topic._client._allocate_producer_id()
@@ -228,7 +235,8 @@ class Producer(ProcessBound):
             name=self.name,
             resume_generation=None if resume is None else resume.generations.get(pk.partition, 0),
             resume_next_sequence=None if resume is None else resume.next_sequence(pk.partition),
-            state_expiry_ms=self._state_expiry_ms,
+            session=self.session,
+            incarnation=self.topic.incarnation_of(pk.partition),
         )
         opened = self._execute(call)
         return opened.pid, opened.generation, opened.next_sequence
@@ -264,6 +272,7 @@ class Producer(ProcessBound):
             seen_incarnation=seen,
             wgen=wgen,
             session_channel_prefix=self.topic._client.keys.session_channel_prefix(),
+            partition_incarnation=self.topic.incarnation_of(pk.partition),
             named=self.name is not None,
         )
 
@@ -311,7 +320,7 @@ class Producer(ProcessBound):
 
     def _renew_all(self) -> bool:
         """Keeper task: renew every partition's lease. False stops the task."""
-        if self._closed or self._fenced is not None:
+        if self._closed or self._fenced is not None or not self._in_own_process():
             return False
         for standing in list(self._standing.values()):
             w = standing.writer
@@ -322,11 +331,15 @@ class Producer(ProcessBound):
                 epoch=w.epoch,
                 ttl_ms=self._ttl_ms,
                 incarnation=w.row_incarnation,
+                pid=standing.pid,
+                pid_generation=standing.generation,
+                name=self.name,
+                partition_incarnation=self.topic.incarnation_of(standing.pk.partition),
             )
             try:
                 self._execute(call)
             except (ProducerFenced, StateLost) as exc:
-                self._fenced = self._fenced or exc
+                self._fence(exc)
                 return False
             except Unavailable:
                 log.warning(
@@ -336,9 +349,23 @@ class Producer(ProcessBound):
                 )
         return True
 
+    def _fence(self, exc: FencingError) -> None:
+        """Fenced for good: stop renewing and leave every partition, so that a successor
+        waiting for it (say, the incarnation that fenced it through resume=) gets it now,
+        not when the lease lapses."""
+        if self._fenced is None:
+            self._fenced = exc
+        if self._renewal is not None:
+            self._renewal.cancel()
+        for standing in list(self._standing.values()):
+            self._leave(standing.pk, standing.writer.mode, standing.writer.epoch)
+
     def close(self) -> None:
-        """Leave every partition at once (waiters are woken). Idempotent."""
-        if self._closed:
+        """Leave every partition at once (waiters are woken). Idempotent.
+
+        In a forked child this does nothing at all: the lease is the parent's.
+        """
+        if self._closed or not self._in_own_process():
             return
         self._closed = True  # an open() waiting in another thread gives up on this flag
         with self._lock:
@@ -349,7 +376,7 @@ class Producer(ProcessBound):
     def _release_all(self) -> None:
         for standing in list(self._standing.values()):
             self._leave(standing.pk, standing.writer.mode, standing.writer.epoch)
-        self._standing.clear()
+        # The standings stay: a closed producer's state (to save) and epochs can be read.
 
     def _leave(self, pk: PartitionKeys, mode: str, epoch: int) -> None:
         call = protocol.producer.producer_close(pk, session=self.session, mode=mode, epoch=epoch)
@@ -451,8 +478,6 @@ class Producer(ProcessBound):
                 pid_generation=standing.generation,
                 first_sequence=standing.next_sequence if idempotent else None,
                 checksum=None,
-                state_expiry_ms=self._state_expiry_ms,
-                fresh=True,
                 name=self.name or "",
             )
             call = protocol.topic.append(
@@ -465,29 +490,40 @@ class Producer(ProcessBound):
                 sequenced=sequenced,
                 errors=standing.errors,
             )
+            sent_at = time.monotonic()
             try:
                 appended = self._execute(call)
             except (ProducerFenced, StateLost) as exc:
-                self._fenced = exc
+                self._fence(exc)
                 raise
-            except OutcomeUnknown as exc:
-                if sequenced.first_sequence is not None:
+            except BaseException as exc:
+                # A refusal (a typed error other than OutcomeUnknown) wrote nothing. Anything
+                # else - OutcomeUnknown, or an interrupt (KeyboardInterrupt, a signal
+                # handler's exception) after the request may have left - leaves the batch
+                # pending: resolved before the next send, so its sequences are never reused
+                # blindly.
+                unknown = isinstance(exc, OutcomeUnknown) or not isinstance(exc, FencingError)
+                if unknown and sequenced.first_sequence is not None:
                     standing.pending = Pending(
                         batch.count,
                         sequenced.pid_generation,
                         sequenced.first_sequence,
                         batch.checksum,
+                        sent_at,
                     )
-                    exc.args = (
-                        f"{exc.args[0]}. The producer resolves it before its next send on "
-                        f"partition {p} (or call producer.resolve({p})): it either landed "
-                        "once, or can never land",
-                    )
+                    if isinstance(exc, OutcomeUnknown):
+                        exc.args = (
+                            f"{exc.args[0]}. The producer resolves it before its next send on "
+                            f"partition {p} (or call producer.resolve({p})): it either landed "
+                            "once, or can never land",
+                        )
                 raise
             if idempotent:
                 standing.next_sequence += batch.count
             topic.saw_next(p, appended.first_offset + batch.count)
-        name, epoch, first = topic.name, standing.writer.epoch, appended.first_offset
+        name, first = topic.name, appended.first_offset
+        # A resend answered from the window reports the epoch the records carry.
+        epoch = appended.epoch if appended.epoch >= 0 else standing.writer.epoch
         return [RecordMetadata(name, p, first + i, epoch) for i in range(batch.count)]
 
     def resolve(self, partition: int) -> list[RecordMetadata] | None:
@@ -498,6 +534,7 @@ class Producer(ProcessBound):
         Also returns None when nothing is pending. Raises
         :class:`~fencing.UnknownProducerId` if the producer state expired meanwhile.
         """
+        self._check_process()
         pk = self.topic.partition_keys(partition)
         standing = self._standing[pk.partition]
         with standing.lock:
@@ -516,12 +553,14 @@ class Producer(ProcessBound):
             first_seq=pending.first_sequence,
             last_seq=pending.first_sequence + pending.records - 1,
             checksum=pending.checksum,
-            state_expiry_ms=self._state_expiry_ms,
+            session=self.session,
+            incarnation=self.topic.incarnation_of(pk.partition),
+            pending_ms=round((time.monotonic() - pending.sent_at) * 1000),
         )
         try:
             resolved = self._execute(call)
-        except ProducerFenced as exc:
-            self._fenced = exc
+        except (ProducerFenced, StateLost) as exc:
+            self._fence(exc)
             raise
         standing.pending = None
         result: list[RecordMetadata] | None = None
@@ -531,9 +570,27 @@ class Producer(ProcessBound):
                 RecordMetadata(self.topic.name, pk.partition, resolved.first_offset + i, epoch)
                 for i in range(pending.records)
             ]
-        standing.generation = resolved.generation
-        standing.next_sequence = resolved.next_sequence
         self.last_resolution = (pk.partition, result)
+        if resolved.generation > pending.generation + (0 if resolved.landed else 1):
+            # It landed, but a newer incarnation (resume= or the same name) was opened since:
+            # the caller learns the outcome, and this producer is fenced like any other
+            # superseded incarnation (it never takes the newer one's generation).
+            self._fence(
+                ProducerFenced(
+                    f"producer fenced on partition {pk.partition} of topic {pk.topic!r}: it "
+                    f"is incarnation {pending.generation} of its producer id, and incarnation "
+                    f"{resolved.generation} was opened since. Its pending batch "
+                    f"{'landed' if result else 'did not land'}. This producer can never "
+                    "write again; open a new one",
+                    topic=pk.topic,
+                    partition=pk.partition,
+                    epoch=pending.generation,
+                    current_epoch=resolved.generation,
+                )
+            )
+        else:
+            standing.generation = resolved.generation
+            standing.next_sequence = resolved.next_sequence
         log.info(
             "redis-fencing: pending batch on %s partition %d %s",
             pk.topic,

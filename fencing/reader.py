@@ -8,6 +8,7 @@ Iterating a reader tails the partition with blocking reads.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from .topic import StartOffset, Topic
 
 MAX_READ_RECORDS = 10_000
+MAX_BLOCK_MS = 86_400_000
 _TAIL_BLOCK_MS = 1_000
 
 
@@ -58,8 +60,16 @@ class Reader:
         return self._position
 
     def seek(self, offset: int) -> None:
-        """Move to ``offset`` (checked against the partition's range on the next read)."""
-        self._position = check_int("offset", offset)
+        """Move to ``offset``: checked now against the partition's range (one read).
+
+        Raises :class:`~fencing.OffsetOutOfRange` below the first retained record or past
+        the next offset.
+        """
+        position = check_int("offset", offset)
+        start, end = self.topic.offsets(self.partition)
+        if not start <= position <= end:
+            raise protocol.topic.out_of_range(self._pk, position, start, end)
+        self._position = position
 
     def read(self, max_records: int = 100, block_ms: int | None = None) -> list[Record]:
         """Up to ``max_records`` records from the current position.
@@ -71,9 +81,20 @@ class Reader:
         if count > MAX_READ_RECORDS:
             raise InvalidArgument(f"max_records is capped at {MAX_READ_RECORDS}, got {count}")
         block = 0 if block_ms is None else check_int("block_ms", block_ms)
+        if block > MAX_BLOCK_MS:
+            raise InvalidArgument(f"block_ms is capped at {MAX_BLOCK_MS} (one day), got {block}")
         records = self._fetch(count, 0)
         if not records and block > 0:
-            records = self._fetch(count, block)
+            # Blocks in steps shorter than the socket timeout, so a blocking read uses the
+            # topic's own connections (no pool per block_ms) and a dead server is noticed
+            # within one step; each step re-checks the partition (G9).
+            step_ms = max(1, int(self.topic.budget.timeout * 500))
+            deadline = time.monotonic() + block / 1000.0
+            while not records:
+                left_ms = int((deadline - time.monotonic()) * 1000)
+                if left_ms <= 0:
+                    break
+                records = self._fetch(count, min(step_ms, left_ms))
         if records:
             self._position = records[-1].offset + 1  # type: ignore[operator]
         return records
@@ -81,9 +102,8 @@ class Reader:
     def _fetch(self, count: int, block_ms: int) -> list[Record]:
         topic = self.topic
         call = protocol.topic.read(self._pk, self._position, count, block_ms=block_ms)
-        timeout = topic.budget.timeout + block_ms / 1000.0
         seen = topic.seen_next(self.partition)
-        batch = topic._driver(timeout).read(call, topic.budget)
+        batch = topic._driver().read(call, topic.budget)
         topic._check_partition(self._pk, batch.partition, seen)
         if batch.incarnation_after != topic.incarnation_of(self.partition):
             raise StateLost(

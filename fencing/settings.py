@@ -19,7 +19,9 @@ class FencingSettings(BaseSettings):
     ``FENCING_SOCKET_TIMEOUT``: upper bound of socket timeouts in seconds; each handle uses
     at most a quarter of its lease TTL.
     ``FENCING_PRODUCER_STATE_TTL``: seconds after its last write that an idempotent
-    producer's state (PID, sequence, duplicate window) is kept (default 7 days).
+    producer's state (PID, sequence, duplicate window) is kept (default 7 days, at least
+    1 s) on the topics this client *creates*; an existing topic keeps the expiry it was
+    created with, whatever a client is set to.
     ``FENCING_ALLOW_EVICTION``: set to 1 to run on a server whose ``maxmemory-policy`` is not
     ``noeviction`` (an eviction silently resets coordination state; see the README).
 
@@ -31,9 +33,11 @@ class FencingSettings(BaseSettings):
 
     redis_url: str = "redis://localhost:6379/0"
     namespace: str = "fencing"
-    socket_timeout: float = Field(default=2.0, gt=0)
+    socket_timeout: float = Field(default=2.0, ge=0.001, le=3600.0, allow_inf_nan=False)
     allow_eviction: bool = False
-    producer_state_ttl: float = Field(default=7 * 24 * 3600.0, gt=0)
+    producer_state_ttl: float = Field(
+        default=7 * 24 * 3600.0, ge=1.0, le=10 * 365 * 24 * 3600.0, allow_inf_nan=False
+    )
 
     @field_validator("namespace", mode="before")
     @classmethod

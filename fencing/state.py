@@ -8,7 +8,48 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .errors import InvalidArgument, InvalidArgumentType
+from .errors import FencingError, InvalidArgument, InvalidArgumentType
+from .keys import validate_name
+
+#: The largest integer the scripts hold exactly (Lua numbers are doubles): 2**53 - 1.
+MAX_INT = 2**53 - 1
+#: Topics have at most this many partitions.
+MAX_PARTITIONS = 100_000
+
+
+def _int(what: str, value: object, *, minimum: int = 0, maximum: int = MAX_INT) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentType(
+            f"ProducerState {what} must be an int, got {type(value).__name__}: this is not a "
+            "state that producer.state returned"
+        )
+    if not minimum <= value <= maximum:
+        raise InvalidArgument(
+            f"ProducerState {what} is {value}, outside [{minimum}, {maximum}]: no server could "
+            "have given it, so the saved state is damaged; resuming from it could move a "
+            "fence back. Open a new producer without resume="
+        )
+    return value
+
+
+def _per_partition(what: str, values: object) -> dict[int, int]:
+    if not isinstance(values, Mapping):
+        raise InvalidArgumentType(
+            f"ProducerState {what} must map partitions to ints, got {type(values).__name__}"
+        )
+    return {
+        _int(f"{what} partition", p, maximum=MAX_PARTITIONS - 1): _int(f"{what}[{p}]", v)
+        for p, v in values.items()
+    }
+
+
+def _decoded_int(what: str, value: object) -> int:
+    """An int from JSON: an int, or a str of decimal digits (JSON keys are strings)."""
+    if isinstance(value, str) and value.lstrip("-").isdigit() and value.isascii():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise InvalidArgument(f"not a saved ProducerState: {what} is {value!r}, not an integer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +73,23 @@ class ProducerState:
     name: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "generations", MappingProxyType(dict(self.generations)))
-        object.__setattr__(self, "sequences", MappingProxyType(dict(self.sequences)))
+        # Refused here, before any I/O: a generation the scripts cannot hold exactly would be
+        # formatted back as another number (10**30 as a negative one: every older
+        # incarnation un-fenced), and a negative sequence would fence the live incarnation
+        # before failing.
+        if not isinstance(self.topic, str):
+            raise InvalidArgumentType("ProducerState topic must be a str")
+        try:
+            validate_name("topic", self.topic)
+            if self.name is not None:
+                validate_name("producer name", self.name)
+        except FencingError as exc:
+            raise InvalidArgument(f"not a saved ProducerState: {exc}") from None
+        _int("producer_id", self.producer_id, minimum=1)
+        generations = _per_partition("generations", self.generations)
+        sequences = _per_partition("sequences", self.sequences)
+        object.__setattr__(self, "generations", MappingProxyType(generations))
+        object.__setattr__(self, "sequences", MappingProxyType(sequences))
 
     @property
     def generation(self) -> int:
@@ -61,16 +117,27 @@ class ProducerState:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProducerState:
         """Inverse of :meth:`to_dict`; refuses malformed input."""
+        if not isinstance(data, Mapping):
+            raise InvalidArgumentType(f"not a saved ProducerState: {type(data).__name__}")
         try:
+            generations, sequences = data["generations"], data["sequences"]
+            if not isinstance(generations, Mapping) or not isinstance(sequences, Mapping):
+                raise InvalidArgument("not a saved ProducerState: generations/sequences")
             return cls(
-                topic=str(data["topic"]),
-                producer_id=int(data["producer_id"]),
+                topic=data["topic"],
+                producer_id=_decoded_int("producer_id", data["producer_id"]),
                 name=data.get("name"),
-                generations={int(p): int(g) for p, g in data["generations"].items()},
-                sequences={int(p): int(s) for p, s in data["sequences"].items()},
+                generations={
+                    _decoded_int("partition", p): _decoded_int("generation", g)
+                    for p, g in generations.items()
+                },
+                sequences={
+                    _decoded_int("partition", p): _decoded_int("sequence", q)
+                    for p, q in sequences.items()
+                },
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise InvalidArgument(f"not a saved ProducerState: {exc!r}") from exc
+        except KeyError as exc:
+            raise InvalidArgument(f"not a saved ProducerState: {exc!r} is missing") from None
 
     @classmethod
     def from_json(cls, text: str) -> ProducerState:

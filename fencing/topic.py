@@ -8,12 +8,14 @@ at offset ``o`` is the stream entry ``0-(o+1)`` (G6), so seeking is one O(log n)
 
 from __future__ import annotations
 
+import logging
+import math
 import secrets
 import threading
 from typing import TYPE_CHECKING, Literal
 
-from . import protocol
-from .errors import InvalidArgument, StateLost
+from . import forks, protocol
+from .errors import InvalidArgument, InvalidArgumentType, StateLost
 from .keys import PartitionKeys, slot_of, validate_name
 from .partitioner import partition_for_key
 from .producer import AccessMode, Producer
@@ -30,6 +32,27 @@ if TYPE_CHECKING:
 
 StartOffset = int | Literal["earliest", "latest"]
 
+log = logging.getLogger(__name__)
+
+#: Bounds of a topic's producer state expiry, in seconds.
+MIN_STATE_TTL = 1.0
+MAX_STATE_TTL = 10 * 365 * 24 * 3600.0
+
+
+def validate_state_ttl(value: object) -> float:
+    """``value`` as seconds if it can be a producer state expiry, else a typed error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgumentType(
+            f"producer_state_ttl must be seconds, got {type(value).__name__}: pass e.g. 604800"
+        )
+    if not math.isfinite(value) or not MIN_STATE_TTL <= value <= MAX_STATE_TTL:
+        raise InvalidArgument(
+            f"producer_state_ttl must be between {MIN_STATE_TTL:g} and {MAX_STATE_TTL:g} "
+            f"seconds, got {value!r}: shorter would expire an idempotent producer's state "
+            "between two of its sends"
+        )
+    return float(value)
+
 
 class Topic:
     """A topic of ``partitions`` partitions. Opened (and created) on first use.
@@ -41,8 +64,13 @@ class Topic:
     [b'hello']
 
     ``partitions=None`` opens an existing topic (and raises :class:`~fencing.UnknownTopic`
-    if there is none). ``max_len`` keeps at most that many records per partition (older
-    ones are trimmed on append; offsets never change). ``max_record_bytes``,
+    if there is none). ``producer_state_ttl`` (seconds, default: the client's
+    ``FENCING_PRODUCER_STATE_TTL``, 7 days) is how long after its last write an idempotent
+    producer's state is kept; it is fixed when the topic is created, for every producer of
+    every client: opening the topic with another explicit value raises
+    :class:`~fencing.InvalidArgument`, and a client configured otherwise is told in the log
+    that its setting does not apply. ``max_len`` keeps at most that many records per
+    partition (older ones are trimmed on append; offsets never change). ``max_record_bytes``,
     ``max_batch_records`` and ``max_batch_bytes`` bound what one send may carry.
     """
 
@@ -56,6 +84,7 @@ class Topic:
         max_record_bytes: int = DEFAULT_LIMITS.max_record_bytes,
         max_batch_records: int = DEFAULT_LIMITS.max_batch_records,
         max_batch_bytes: int = DEFAULT_LIMITS.max_batch_bytes,
+        producer_state_ttl: float | None = None,
     ) -> None:
         self._client = client
         self.name = validate_name("topic", name)
@@ -67,6 +96,9 @@ class Topic:
             check_int("max_len", max_len, minimum=0)
         self._requested = partitions
         self._max_len = max_len
+        self._state_ttl_requested = (
+            None if producer_state_ttl is None else validate_state_ttl(producer_state_ttl)
+        )
         self.limits = Limits(max_record_bytes, max_batch_records, max_batch_bytes)
         self._meta_key = client.keys.topic_meta(self.name)
         self._budget = client._budget_default()
@@ -75,6 +107,13 @@ class Topic:
         self._parts: list[PartitionKeys] = []
         self._incs: list[str] = []
         self._seen_next: list[int] = []
+        self._seen_lock = threading.Lock()
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        # A topic is a factory of handles, usable in a child: its locks must not be ones a
+        # thread of the parent held at the fork.
+        self._lock = threading.Lock()
         self._seen_lock = threading.Lock()
 
     # -- metadata ---------------------------------------------------------------------------
@@ -91,6 +130,8 @@ class Topic:
         client = self._client
         client._ensure_safe(self._budget)
         driver = self._driver()
+        wanted = self._state_ttl_requested
+        configured = client.settings.producer_state_ttl if wanted is None else wanted
         info = driver.execute(
             protocol.topic.topic_open(
                 self._meta_key,
@@ -98,9 +139,11 @@ class Topic:
                 partitions=self._requested,
                 new_incarnation=secrets.token_hex(8),
                 seen="",
+                pid_expiry_ms=round(configured * 1000),
             ),
             self._budget,
         )
+        self._check_state_ttl(info.pid_expiry_ms, configured, explicit=wanted is not None)
         parts = [client.keys.partition(self.name, p) for p in range(info.partitions)]
         incs = [""] * info.partitions
         nexts = [0] * info.partitions
@@ -114,6 +157,7 @@ class Topic:
                     create=not info.ready,
                     seen="",
                     max_len=self._max_len,
+                    pid_expiry_ms=info.pid_expiry_ms,
                 ),
                 self._budget,
             )
@@ -126,6 +170,33 @@ class Topic:
             )
         self._parts, self._incs, self._seen_next = parts, incs, nexts
         self._info = info
+
+    def _check_state_ttl(self, stored_ms: int, configured: float, *, explicit: bool) -> None:
+        if stored_ms == round(configured * 1000):
+            return
+        stored = stored_ms / 1000.0
+        if explicit:
+            raise InvalidArgument(
+                f"topic {self.name!r} keeps producer state for {stored:g}s after its last "
+                f"write, fixed when it was created; producer_state_ttl={configured:g} cannot "
+                "change it for the producers of other clients: omit producer_state_ttl, or "
+                "use another topic"
+            )
+        log.warning(
+            "redis-fencing: FENCING_PRODUCER_STATE_TTL=%gs does not apply to topic %r, which "
+            "keeps producer state for %gs (fixed when it was created)",
+            configured,
+            self.name,
+            stored,
+        )
+
+    @property
+    def producer_state_ttl(self) -> float:
+        """Seconds after its last write that a producer's state is kept on this topic (fixed
+        at creation; opens the topic)."""
+        self.open()
+        assert self._info is not None
+        return self._info.pid_expiry_ms / 1000.0
 
     @property
     def partitions(self) -> int:

@@ -20,21 +20,25 @@
   ARGV[10] pid_gen    the producer's PID generation on this partition
   ARGV[11] first_seq  sequence of the first record ('' for a non-idempotent producer)
   ARGV[12] checksum   checksum of the batch's records (with the PID and range: its identity)
-  ARGV[13] expiry_ms  producer state expires this long after its last write
-  ARGV[14] fresh      '1' if nothing of this producer is pending on the partition
-  ARGV[15] name       the producer's name ('' if unnamed)
-  ARGV[16] layout     one character per record: '0' value, '1' value+key, '2' value+headers,
+  ARGV[13] name       the producer's name ('' if unnamed)
+  ARGV[14] layout     one character per record: '0' value, '1' value+key, '2' value+headers,
                       '3' value+key+headers
-  ARGV[17..] the records' values, keys and headers, in layout order
+  ARGV[15..] the records' values, keys and headers, in layout order
 
-  Returns {first_offset, timestamp_ms, start, duplicate}: the batch holds offsets
-    first_offset .. first_offset + #layout - 1; start is the first retained offset after
-    retention; duplicate is 1 when this exact batch had landed before (nothing written, the
-    offsets are the original ones).
+  Producer state expires after the partition's own expiry (pidexp in its metadata), never an
+  argument: a caller's settings cannot expire other producers' state.
+
+  Returns {first_offset, timestamp_ms, start, duplicate, written_epoch}: the batch holds
+    offsets first_offset .. first_offset + #layout - 1; start is the first retained offset
+    after retention; duplicate is 1 when this exact batch had landed before (nothing written,
+    the offsets are the original ones, and written_epoch the epoch it was written in, -1 if
+    trimmed away; else written_epoch is the caller's epoch).
   Errors: STATE_LOST (G9: the partition or the producer row vanished, was recreated or went
-    backwards), PRODUCER_FENCED (G2: another epoch was granted since, or a newer incarnation
+    backwards; or another producer object owns this PID at the same generation: the
+    producer-id counter went backwards), PRODUCER_FENCED (G2: another epoch was granted since, or a newer incarnation
     of this PID or name exists), DUPLICATE_SEQUENCE / OUT_OF_ORDER_SEQUENCE /
-    UNKNOWN_PRODUCER_ID (G5), OFFSET_MISMATCH (expected is not the next offset),
+    UNKNOWN_PRODUCER_ID (G5: no state for a PID at a generation above 0 that neither its
+    fence nor its name vouches for), OFFSET_MISMATCH (expected is not the next offset),
     WRONG_TYPE, BAD_ARGUMENT.
 
   Checks, in order and before the first write: coordination state (G9), producer session
@@ -53,10 +57,9 @@ local meta, stream, row_key, pids, pid_expiry, names = KEYS[1], KEYS[2], KEYS[3]
 local expected, producer, epoch = ARGV[3], ARGV[4], int_arg(ARGV[5])
 local session, mode, ttl_ms, row_inc = ARGV[6], ARGV[7], int_arg(ARGV[8]), ARGV[9]
 local pid_gen, first_seq, checksum = int_arg(ARGV[10]), ARGV[11], ARGV[12]
-local expiry_ms, fresh, name, layout = int_arg(ARGV[13]), ARGV[14], ARGV[15], ARGV[16]
-if epoch == nil or ttl_ms == nil or ttl_ms <= 0 or pid_gen == nil or expiry_ms == nil then
-  return fail(E.BAD_ARGUMENT, 'epoch/ttl_ms/pid_gen/expiry_ms',
-    ARGV[5] .. '/' .. ARGV[8] .. '/' .. ARGV[10] .. '/' .. ARGV[13])
+local name, layout = ARGV[13], ARGV[14]
+if epoch == nil or ttl_ms == nil or ttl_ms <= 0 or pid_gen == nil or pid_gen < 0 then
+  return fail(E.BAD_ARGUMENT, 'epoch/ttl_ms/pid_gen', ARGV[5] .. '/' .. ARGV[8] .. '/' .. ARGV[10])
 end
 local n = #layout
 if n == 0 then
@@ -84,18 +87,10 @@ if bad then return bad end
 -- G5: PID generation, then the sequence range and checksum.
 local now = now_ms()
 local state
--- A named producer (idempotent or not) must be the newest incarnation of its name.
-if name ~= '' then
-  local owner
-  owner, bad = read_checked('HGET', names, name)
-  if bad then return bad end
-  if owner then
-    local owner_pid, owner_gen = string.match(owner, '^(%S+) (%S+)$')
-    if owner_pid ~= producer or tonumber(owner_gen) > pid_gen then
-      return fail(E.PRODUCER_FENCED, pid_gen, tonumber(owner_gen), 'name')
-    end
-  end
-end
+local expiry_ms = p.pidexp
+local name_vouches
+name_vouches, bad = check_name(names, name, producer, pid_gen)
+if bad then return bad end
 if first_s ~= nil then
   state, bad = load_pid(pids, producer, now, expiry_ms)
   if bad then return bad end
@@ -105,9 +100,9 @@ if first_s ~= nil then
     if bad then return bad end
   end
   if state ~= nil then
-    if pid_gen < state.g then
-      return fail(E.PRODUCER_FENCED, pid_gen, state.g, 'pid-generation')
-    end
+    -- Never take another incarnation's or another producer object's batches for ours.
+    bad = check_pid_owner(state, producer, pid_gen, session)
+    if bad then return bad end
     if first_s ~= state.s + 1 then
       -- Only a batch at or below the last sequence can be in the window (a resend).
       if first_s <= state.s then
@@ -118,16 +113,31 @@ if first_s ~= nil then
         if seen[3] ~= checksum then
           return fail(E.DUPLICATE_SEQUENCE, producer, first_s, last_s, 'other-records')
         end
-        return {seen[4], now, p.start, 1}
+        -- The epoch it was written in (a resumed incarnation resends under a newer one);
+        -- -1 once retention trimmed it away.
+        local id = offset_id(seen[4])
+        local entry = redis.call('XRANGE', stream, id, id)[1]
+        local written = -1
+        if entry then
+          for i = 1, #entry[2], 2 do
+            if entry[2][i] == 'e' then
+              written = entry[2][i + 1]
+            end
+          end
+        end
+        return {seen[4], now, p.start, 1, written}
       end
       return fail(E.OUT_OF_ORDER_SEQUENCE, producer, state.s + 1, first_s)
     end
     state.g = pid_gen
+    state.o = session
   else
-    if first_s ~= 0 and fresh ~= '1' then
-      return fail(E.UNKNOWN_PRODUCER_ID, producer, 'expired')
-    end
-    state = new_pid_state(pid_gen, first_s - 1)
+    -- No state: a first batch, or an idle producer whose state expired (it starts afresh,
+    -- KIP-360), judged by the PID's fence, which does not expire: an incarnation fenced by
+    -- resume= never starts over below its fence once its state is gone.
+    bad = check_fresh_start(names, producer, pid_gen, name_vouches)
+    if bad then return bad end
+    state = new_pid_state(pid_gen, first_s - 1, session)
     state.new = true
   end
 end
@@ -140,7 +150,7 @@ if expected ~= '' and tonumber(expected) ~= p.next then
   return fail(E.OFFSET_MISMATCH, expected, p.next)
 end
 local first = p.next
-local pos = 17
+local pos = 15
 -- Fields as strings once: a Lua number would be formatted again for every record.
 local ts, ep = string.format('%d', now), ARGV[5]
 for i = 1, n do
@@ -187,4 +197,4 @@ if state ~= nil then
   remember_batch(state, first_s, last_s, checksum, first)
   save_pid(pids, pid_expiry, producer, state, now)
 end
-return {first, now, start, 0}
+return {first, now, start, 0, epoch}

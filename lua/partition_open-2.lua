@@ -8,8 +8,10 @@
   ARGV[3]  create      1 while the topic is not marked ready (may create), else 0
   ARGV[4]  seen_inc    incarnation the handle saw before ('' if none)
   ARGV[5]  maxlen      '' to leave retention as it is, else the max records kept (0: no limit)
+  ARGV[6]  pidexp      the topic's producer state expiry (ms), stored if the partition is
+                       created now (scripts on the partition read it from here)
 
-  Returns {incarnation, next, start, maxlen}.
+  Returns {incarnation, next, start, maxlen, pidexp}.
   Errors: STATE_LOST (missing after the topic was ready, another incarnation, a partition of
     another topic incarnation, or records left without their metadata), WRONG_TYPE.
 ]]
@@ -17,6 +19,10 @@
 
 local key = KEYS[1]
 local topic_inc, new_inc, create, seen_inc, maxlen = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local pidexp = int_arg(ARGV[6])
+if pidexp == nil or pidexp < 1000 then
+  return fail(E.BAD_ARGUMENT, 'pidexp', ARGV[6])
+end
 
 local t = key_type(key)
 if t ~= 'none' and t ~= 'hash' then
@@ -32,11 +38,11 @@ if t == 'none' then
   end
   local m = tonumber(maxlen) or 0
   redis.call('HSET', key, 'inc', new_inc, 'topic_inc', topic_inc, 'next', 0, 'start', 0,
-    'maxlen', m)
-  return {new_inc, 0, 0, m}
+    'maxlen', m, 'pidexp', pidexp)
+  return {new_inc, 0, 0, m, pidexp}
 end
 
-local v = redis.call('HMGET', key, 'inc', 'topic_inc', 'next', 'start', 'maxlen')
+local v = redis.call('HMGET', key, 'inc', 'topic_inc', 'next', 'start', 'maxlen', 'pidexp')
 if v[2] ~= topic_inc then
   return fail(E.STATE_LOST, 'topic', topic_inc, tostring(v[2]))
 end
@@ -48,4 +54,4 @@ if maxlen ~= '' and tonumber(maxlen) ~= m then
   m = tonumber(maxlen)
   redis.call('HSET', key, 'maxlen', m)
 end
-return {v[1], tonumber(v[3]), tonumber(v[4]), m}
+return {v[1], tonumber(v[3]), tonumber(v[4]), m, tonumber(v[6] or DEFAULT_PID_EXPIRY_MS)}

@@ -5,9 +5,12 @@
   ARGV[1]  partitions   '' to open an existing topic only, else the count (>= 1)
   ARGV[2]  new_inc      incarnation to store if the topic is created now
   ARGV[3]  seen_inc     incarnation the handle saw before ('' if none)
+  ARGV[4]  pidexp       producer state expiry (ms, >= 1000) to store if the topic is created
+                        now: fixed for the topic's life, whatever later clients are set to
 
-  Returns {incarnation, partitions, ready, created} where ready is 1 once every partition was
-  initialised, and created is 1 if this call created the topic.
+  Returns {incarnation, partitions, ready, created, pidexp} where ready is 1 once every
+  partition was initialised, created is 1 if this call created the topic, and pidexp is the
+  topic's producer state expiry (ms; 7 days for a topic created before it was kept).
   Errors: UNKNOWN_TOPIC (missing and ARGV[1] is ''), PARTITIONS_MISMATCH (exists with
     another count), STATE_LOST (the topic the handle saw vanished or was recreated),
     WRONG_TYPE.
@@ -15,7 +18,10 @@
 --- @include "common"
 
 local key = KEYS[1]
-local want, new_inc, seen_inc = ARGV[1], ARGV[2], ARGV[3]
+local want, new_inc, seen_inc, pidexp = ARGV[1], ARGV[2], ARGV[3], int_arg(ARGV[4])
+if pidexp == nil or pidexp < 1000 then
+  return fail(E.BAD_ARGUMENT, 'pidexp', ARGV[4])
+end
 
 local t = key_type(key)
 if t ~= 'none' and t ~= 'hash' then
@@ -32,16 +38,18 @@ if t == 'none' then
   if n == nil or n < 1 then
     return fail(E.BAD_ARGUMENT, 'partitions', want)
   end
-  redis.call('HSET', key, 'inc', new_inc, 'partitions', n, 'ready', 0, 'created_ms', now_ms())
-  return {new_inc, n, 0, 1}
+  redis.call('HSET', key, 'inc', new_inc, 'partitions', n, 'ready', 0, 'created_ms', now_ms(),
+    'pidexp', pidexp)
+  return {new_inc, n, 0, 1, pidexp}
 end
 
-local v = redis.call('HMGET', key, 'inc', 'partitions', 'ready')
+local v = redis.call('HMGET', key, 'inc', 'partitions', 'ready', 'pidexp')
 local inc, n, ready = v[1] or '', tonumber(v[2] or '0'), tonumber(v[3] or '0')
+local stored_pidexp = tonumber(v[4] or DEFAULT_PID_EXPIRY_MS)
 if seen_inc ~= '' and inc ~= seen_inc then
   return fail(E.STATE_LOST, 'incarnation', seen_inc, inc)
 end
 if want ~= '' and tonumber(want) ~= n then
   return fail(E.PARTITIONS_MISMATCH, n, want)
 end
-return {inc, n, ready, 0}
+return {inc, n, ready, 0, stored_pidexp}

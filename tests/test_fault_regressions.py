@@ -35,7 +35,7 @@ def test_a_lost_first_batch_resolves_as_not_landed_and_can_never_land(client: Cl
         seen_next=0,
         expected_offset=None,
         writer=standing.writer,
-        sequenced=protocol.topic.Sequenced(0, 0, protocol.topic.checksum(batch), 10**9, True, ""),
+        sequenced=protocol.topic.Sequenced(0, 0, protocol.topic.checksum(batch), ""),
         errors=standing.errors,
     )
     with pytest.raises(ProducerFenced):
@@ -159,6 +159,10 @@ def test_a_renewal_racing_close_never_registers_a_closed_shared_producer(
         epoch=standing.writer.epoch,
         ttl_ms=30_000,
         incarnation=standing.writer.row_incarnation,
+        pid=standing.pid,
+        pid_generation=standing.generation,
+        name=None,
+        partition_incarnation=topic.incarnation_of(0),
     )
     assert client._driver(1.0).execute(call, client._budget_default()) == 0
     assert raw.zcard(standing.pk.shared) == 0

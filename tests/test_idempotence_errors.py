@@ -51,7 +51,6 @@ class Harness:
         first_sequence: int,
         *,
         generation: int | None = None,
-        fresh: bool = True,
         producer: Producer | None = None,
     ) -> protocol.ScriptCall[Appended]:
         p = producer or self.p
@@ -68,8 +67,6 @@ class Harness:
                 pid_generation=standing.generation if generation is None else generation,
                 first_sequence=first_sequence,
                 checksum=protocol.topic.checksum(records),
-                state_expiry_ms=p._state_expiry_ms,
-                fresh=fresh,
                 name=p.name or "",
             ),
             errors=protocol.producer.producer_errors(self.pk),
@@ -171,18 +168,20 @@ def test_exact_duplicates_in_the_window_return_the_original_offsets(h: Harness) 
     assert h.values() == log
 
 
-def test_expired_state_with_a_pending_batch_is_an_unknown_producer(h: Harness) -> None:
+def test_expired_state_above_generation_0_is_an_unknown_producer(h: Harness) -> None:
+    """An incarnation above generation 0 may have been fenced by a newer one whose state
+    expired too: with no state it never starts afresh (that would be below the fence)."""
     h.p.send_batch([b"a"], partition=0)
     h.p.send_batch([b"b"], partition=0)
     pid, standing = h.p.producer_id, h.p._standing[0]
     h.expire(pid)
     error = h.refused(
-        h.call([b"c"], standing.next_sequence, fresh=False), fencing.UnknownProducerId
+        h.call([b"c"], standing.next_sequence, generation=1), fencing.UnknownProducerId
     )
     assert isinstance(error, fencing.UnknownProducerId)
     assert error.pid == pid
-    # Nothing pending: the batch is accepted and the producer's state starts again there.
-    appended = h.execute(h.call([b"c"], standing.next_sequence, fresh=True))
+    # Generation 0 (nothing can have fenced it): the idle producer starts again there.
+    appended = h.execute(h.call([b"c"], standing.next_sequence))
     assert (appended.first_offset, appended.duplicate) == (2, False)
     checksum = protocol.topic.checksum([fencing.Record(b"c")])
     assert h.state(pid) == {"g": 0, "s": 2, "w": [[2, 2, checksum, 2]]}

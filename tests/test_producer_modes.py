@@ -177,6 +177,7 @@ def test_exclusive_on_several_partitions_releases_what_it_took_on_refusal(
         seen_incarnation="",
         wgen=None,
         session_channel_prefix=client.keys.session_channel_prefix(),
+        partition_incarnation=topic.incarnation_of(2),
     )
     client._driver(1.0).execute(call, client._budget_default())
     with pytest.raises(ProducerBusy) as info:

@@ -211,7 +211,9 @@ def test_partition_codes_map_to_their_errors() -> None:
 
 def test_topic_codes_map_to_their_errors() -> None:
     key = KEYS.topic_meta("orders")
-    call = topic_protocol.topic_open(key, "orders", partitions=None, new_incarnation="new", seen="")
+    call = topic_protocol.topic_open(
+        key, "orders", partitions=None, new_incarnation="new", seen="", pid_expiry_ms=1000
+    )
     unknown = call.error(parse_error_reply("UNKNOWN_TOPIC orders"))  # type: ignore[arg-type]
     assert type(unknown) is fencing.UnknownTopic
     assert unknown.topic == "orders"

@@ -26,30 +26,33 @@ class PidState:
     """An idempotent producer's state on one partition, as the scripts keep it.
 
     ``window`` holds the last batches (at most 5), oldest first, as
-    ``(first_sequence, last_sequence, checksum, first_offset)``.
+    ``(first_sequence, last_sequence, checksum, first_offset)``; ``owner`` is the session of
+    the producer object that owns the PID ("" in states written before owners were kept).
     """
 
     generation: int
     last_sequence: int
     last_write_ms: int
     window: tuple[tuple[int, int, str, int], ...]
+    owner: str = ""
 
 
 def decode_pid_state(raw: bytes | str) -> PidState:
     """Parse a state as ``lua/include/idempotence.lua`` writes it:
-    ``"<g> <s> <t> <x>|<first> <last> <checksum> <offset>|..."`` (window newest first).
+    ``"<g> <s> <t> <x> <owner>|<first> <last> <checksum> <offset>|..."`` (window newest
+    first; the owner is absent in older states).
 
-    >>> decode_pid_state("2 9 1700000000000 1700000000000|8 9 0a1b2c3d 40|5 7 ffee0011 37")
+    >>> decode_pid_state("2 9 1700000000000 1700000000000 ab12|8 9 0a1b2c3d 40|5 7 ffee0011 37")
     PidState(generation=2, last_sequence=9, last_write_ms=1700000000000, window=((5, 7, \
-'ffee0011', 37), (8, 9, '0a1b2c3d', 40)))
+'ffee0011', 37), (8, 9, '0a1b2c3d', 40)), owner='ab12')
     """
     head, *entries = text(raw).split("|")
-    g, s, t, _x = head.split(" ")
+    g, s, t, _x, *owner = head.split(" ")
     window = []
     for entry in reversed(entries):
         first, last, checksum, offset = entry.split(" ")
         window.append((int(first), int(last), checksum, int(offset)))
-    return PidState(int(g), int(s), int(t), tuple(window))
+    return PidState(int(g), int(s), int(t), tuple(window), owner[0] if owner else "")
 
 
 #: The access modes as the producer_open script names them.
@@ -149,11 +152,19 @@ def producer_errors(pk: PartitionKeys) -> Any:
                 sequence=got,
             )
         if reply.code == "UNKNOWN_PRODUCER_ID":
+            pid, reason = reply.fields["pid"], reply.fields["reason"]
+            what = {
+                "pending-expired": "so whether its pending batch landed cannot be known",
+                "resume-expired": "so the saved state cannot be resumed (its window is gone)",
+            }.get(
+                reason,
+                "and nothing vouches for this incarnation's generation any more (its fence "
+                "is unknown)",
+            )
             return UnknownProducerId(
-                f"{where}: the state of producer {reply.fields['pid']} expired "
-                f"({reply.fields['reason']}), so whether its pending batch landed cannot be "
-                "known; nothing was written. Check the log, then open a new producer",
-                pid=int(reply.fields["pid"]),
+                f"{where}: the state of producer {pid} expired ({reason}), {what}; nothing "
+                "was written. Check the log, then open a new producer (without resume=)",
+                pid=int(pid),
             )
         if reply.code in ("STATE_LOST", "WRONG_TYPE", "OFFSET_MISMATCH", "BAD_ARGUMENT"):
             return fallback(reply)  # type: ignore[no-any-return]
@@ -173,6 +184,7 @@ def producer_open(
     seen_incarnation: str,
     wgen: int | None,
     session_channel_prefix: str,
+    partition_incarnation: str,
     named: bool = False,
 ) -> ScriptCall[Opened]:
     """Register on a partition in an access mode (``shared|exclusive|wait|fence``)."""
@@ -187,7 +199,7 @@ def producer_open(
 
     return ScriptCall(
         script=script("producer_open"),
-        keys=(pk.owner, pk.shared, pk.waiters, pk.waiting_leases),
+        keys=(pk.owner, pk.shared, pk.waiters, pk.waiting_leases, pk.meta),
         args=(
             session,
             label,
@@ -199,6 +211,7 @@ def producer_open(
             session_channel_prefix,
             pk.released,
             "1" if named else "0",
+            partition_incarnation,
         ),
         parse=parse,
         error=producer_errors(pk),
@@ -206,13 +219,34 @@ def producer_open(
 
 
 def producer_renew(
-    pk: PartitionKeys, *, session: str, mode: str, epoch: int, ttl_ms: int, incarnation: str
+    pk: PartitionKeys,
+    *,
+    session: str,
+    mode: str,
+    epoch: int,
+    ttl_ms: int,
+    incarnation: str,
+    pid: int,
+    pid_generation: int,
+    name: str | None,
+    partition_incarnation: str,
 ) -> ScriptCall[int]:
-    """Extend an exclusive holder's (``x``) or shared producer's (``s``) lease."""
+    """Extend an exclusive holder's (``x``) or shared producer's (``s``) lease, as long as
+    the producer is still the newest incarnation of its PID and name."""
     return ScriptCall(
         script=script("producer_renew"),
-        keys=(pk.owner, pk.shared),
-        args=(session, mode, epoch, ttl_ms, incarnation),
+        keys=(pk.owner, pk.shared, pk.pids, pk.names, pk.meta),
+        args=(
+            session,
+            mode,
+            epoch,
+            ttl_ms,
+            incarnation,
+            pid,
+            pid_generation,
+            name or "",
+            partition_incarnation,
+        ),
         parse=int,
         error=producer_errors(pk),
     )
@@ -245,9 +279,11 @@ def pid_open(
     name: str | None,
     resume_generation: int | None,
     resume_next_sequence: int | None,
-    state_expiry_ms: int,
+    session: str,
+    incarnation: str,
 ) -> ScriptCall[PidOpened]:
-    """Start a new incarnation of a named or resumed producer on one partition."""
+    """Start a new incarnation of a named or resumed producer on one partition; ``session``
+    becomes the PID's owner there."""
 
     def parse(reply: list[Any]) -> PidOpened:
         got_pid, gen, nxt = reply
@@ -255,13 +291,14 @@ def pid_open(
 
     return ScriptCall(
         script=script("pid_open"),
-        keys=(pk.pids, pk.pid_expiry, pk.names),
+        keys=(pk.pids, pk.pid_expiry, pk.names, pk.meta),
         args=(
             pid,
             name or "",
             "" if resume_generation is None else resume_generation,
             "" if resume_next_sequence is None else resume_next_sequence,
-            state_expiry_ms,
+            session,
+            incarnation,
         ),
         parse=parse,
         error=producer_errors(pk),
@@ -286,9 +323,12 @@ def resolve(
     first_seq: int,
     last_seq: int,
     checksum: str,
-    state_expiry_ms: int,
+    session: str,
+    incarnation: str,
+    pending_ms: int,
 ) -> ScriptCall[Resolved]:
-    """Settle a batch whose outcome is unknown: landed (offsets), or fenced off for good."""
+    """Settle a batch whose outcome is unknown: landed (offsets), or fenced off for good.
+    Idempotent: a retry after a lost reply gets the first attempt's answer."""
 
     def parse(reply: list[Any]) -> Resolved:
         landed, first, gen, nxt = reply
@@ -296,8 +336,17 @@ def resolve(
 
     return ScriptCall(
         script=script("resolve"),
-        keys=(pk.pids, pk.pid_expiry),
-        args=(pid, generation, first_seq, last_seq, checksum, state_expiry_ms),
+        keys=(pk.pids, pk.pid_expiry, pk.meta, pk.names),
+        args=(
+            pid,
+            generation,
+            first_seq,
+            last_seq,
+            checksum,
+            session,
+            incarnation,
+            max(0, pending_ms),
+        ),
         parse=parse,
         error=producer_errors(pk),
     )

@@ -21,6 +21,10 @@ from ..record import DEFAULT_LIMITS, EMPTY_HEADERS, Limits, Record, decode_heade
 from ..text import text
 from .base import Command, ErrorReply, ReadCall, ScriptArg, ScriptCall, generic_error
 
+#: Producer state expiry of topics created before it was kept in their metadata (the Lua
+#: side's DEFAULT_PID_EXPIRY_MS): 7 days, like Kafka's producer.id.expiration.ms.
+DEFAULT_PID_EXPIRY_MS = 604_800_000
+
 
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
@@ -30,6 +34,8 @@ class TopicInfo:
     partitions: int
     ready: bool
     created: bool
+    #: Producer state expiry of the topic (ms), fixed when it was created.
+    pid_expiry_ms: int = DEFAULT_PID_EXPIRY_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +46,7 @@ class PartitionInfo:
     next_offset: int
     start_offset: int
     max_len: int = 0
+    pid_expiry_ms: int = DEFAULT_PID_EXPIRY_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +61,9 @@ class Appended:
     timestamp_ms: int
     start_offset: int
     duplicate: bool = False
+    #: The epoch the records carry (for a duplicate, the one they were first written in;
+    #: -1 when retention removed them since).
+    epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +75,6 @@ class Sequenced:
     pid_generation: int
     first_sequence: int | None
     checksum: str | None
-    state_expiry_ms: int
-    fresh: bool
     name: str
 
 
@@ -81,6 +89,12 @@ def _state_lost(where: str, key: str, reply: ErrorReply) -> StateLost:
         ),
         "stream": "lost its records (the stream key is gone)",
         "topic": "belongs to another incarnation of its topic",
+        "pid-reused": (
+            f"has live state for producer id {reply.fields['seen']} (generation "
+            f"{reply.fields['found']}) owned by another producer object: two producers were "
+            "handed the same producer id, so the namespace's producer-id counter went "
+            "backwards"
+        ),
         "pid-state": (
             f"holds a producer state for producer id {reply.fields['seen']} that this version "
             "of redis-fencing cannot read (written by another version, or damaged); it was "
@@ -161,18 +175,24 @@ def out_of_range(pk: PartitionKeys, requested: int, start: int, end: int) -> Off
 
 
 def topic_open(
-    key: str, topic: str, *, partitions: int | None, new_incarnation: str, seen: str
+    key: str,
+    topic: str,
+    *,
+    partitions: int | None,
+    new_incarnation: str,
+    seen: str,
+    pid_expiry_ms: int,
 ) -> ScriptCall[TopicInfo]:
-    """Open (and on first use create) a topic's metadata."""
+    """Open (and on first use create, with ``pid_expiry_ms``) a topic's metadata."""
 
     def parse(reply: list[Any]) -> TopicInfo:
-        inc, n, ready, created = reply
-        return TopicInfo(text(inc), int(n), int(ready) == 1, int(created) == 1)
+        inc, n, ready, created, pidexp = reply
+        return TopicInfo(text(inc), int(n), int(ready) == 1, int(created) == 1, int(pidexp))
 
     return ScriptCall(
         script=script("topic_open"),
         keys=(key,),
-        args=("" if partitions is None else partitions, new_incarnation, seen),
+        args=("" if partitions is None else partitions, new_incarnation, seen, pid_expiry_ms),
         parse=parse,
         error=_topic_errors(topic, key),
     )
@@ -197,12 +217,13 @@ def partition_open(
     create: bool,
     seen: str,
     max_len: int | None,
+    pid_expiry_ms: int,
 ) -> ScriptCall[PartitionInfo]:
     """Open (and while the topic is being created, create) a partition's metadata."""
 
     def parse(reply: list[Any]) -> PartitionInfo:
-        inc, nxt, start, max_len = reply
-        return PartitionInfo(text(inc), int(nxt), int(start), int(max_len))
+        inc, nxt, start, max_len, pidexp = reply
+        return PartitionInfo(text(inc), int(nxt), int(start), int(max_len), int(pidexp))
 
     return ScriptCall(
         script=script("partition_open"),
@@ -213,6 +234,7 @@ def partition_open(
             1 if create else 0,
             seen,
             "" if max_len is None else max_len,
+            pid_expiry_ms,
         ),
         parse=parse,
         error=partition_errors(pk),
@@ -308,8 +330,6 @@ def append(
         sequenced.pid_generation if sequenced else 0,
         "" if sequenced is None or sequenced.first_sequence is None else sequenced.first_sequence,
         crc,
-        sequenced.state_expiry_ms if sequenced else 0,
-        "1" if sequenced and sequenced.fresh else "0",
         sequenced.name if sequenced else "",
         batch.layout,
     ]
@@ -321,12 +341,14 @@ def append(
         parse=_appended,
         error=errors or partition_errors(pk),
         ambiguous_after_retry=True,
+        # Without a sequence nothing can tell a resend from a new batch (G5).
+        resend_safe=bool(crc),
     )
 
 
 def _appended(reply: list[Any]) -> Appended:
-    first, ts, start, duplicate = reply
-    return Appended(int(first), int(ts), int(start), int(duplicate) == 1)
+    first, ts, start, duplicate, epoch = reply
+    return Appended(int(first), int(ts), int(start), int(duplicate) == 1, int(epoch))
 
 
 def checksum(records: Sequence[Record]) -> str:

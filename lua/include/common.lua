@@ -12,10 +12,22 @@ local function fail(code, ...)
   return redis.error_reply(table.concat(parts, ' '))
 end
 
--- An integer argument, or nil when the argument is not a whole number.
+-- Producer state expiry of partitions created before it was kept in their metadata (7 days).
+local DEFAULT_PID_EXPIRY_MS = 604800000
+
+-- The largest integer a Lua number (a double) holds exactly: 2^53 - 1.
+local MAX_INT = 9007199254740991
+
+-- An integer argument written in decimal digits, or nil for anything else: a fraction, a
+-- hex or exponent form, or a value beyond +-MAX_INT, which Lua could not represent exactly
+-- (string.format('%d') of 1e30 is a negative number: a fence would silently move back).
 local function int_arg(value)
-  local n = tonumber(value)
-  if n == nil or n ~= math.floor(n) then
+  local s = tostring(value)
+  if #s > 17 or not string.match(s, '^%-?%d+$') then
+    return nil
+  end
+  local n = tonumber(s)
+  if n > MAX_INT or n < -MAX_INT then
     return nil
   end
   return n

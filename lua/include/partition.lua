@@ -3,13 +3,14 @@
   Needs common.lua.
 
   Partition fields: inc (incarnation), topic_inc, next (next offset), start (first retained
-  offset), maxlen (0: unlimited). The stream entry of offset o has the ID 0-(o+1).
+  offset), maxlen (0: unlimited), pidexp (producer state expiry in ms, copied from the topic
+  when the partition was created; absent in older partitions: 7 days). The stream entry of offset o has the ID 0-(o+1).
 ]]
 
 -- Returns the partition as a table, or nil plus an error reply.
 -- seen_inc: the incarnation the caller saw; seen_next: the highest next offset it saw.
 local function load_partition(meta, stream, seen_inc, seen_next)
-  local v, bad = read_checked('HMGET', meta, 'inc', 'next', 'start', 'maxlen')
+  local v, bad = read_checked('HMGET', meta, 'inc', 'next', 'start', 'maxlen', 'pidexp')
   if bad then
     return nil, bad
   end
@@ -21,6 +22,7 @@ local function load_partition(meta, stream, seen_inc, seen_next)
     next = tonumber(v[2] or '0'),
     start = tonumber(v[3] or '0'),
     maxlen = tonumber(v[4] or '0'),
+    pidexp = tonumber(v[5] or DEFAULT_PID_EXPIRY_MS),
   }
   if p.inc ~= seen_inc then
     return nil, fail(E.STATE_LOST, 'incarnation', seen_inc, p.inc)

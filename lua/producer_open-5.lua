@@ -5,6 +5,7 @@
   KEYS[2]  live shared producers (zset)        <ns>:{<t>/<p>}:prod:shared
   KEYS[3]  the waiter queue (zset)             <ns>:{<t>/<p>}:prod:waiters
   KEYS[4]  the waiters' leases (hash)          <ns>:{<t>/<p>}:prod:waitexp
+  KEYS[5]  the partition metadata (hash)       <ns>:{<t>/<p>}:part
   ARGV[1]  session     the producer's session id
   ARGV[2]  label       the producer's name, for people and logs
   ARGV[3]  mode        'shared' | 'exclusive' | 'wait' | 'fence'
@@ -16,6 +17,8 @@
   ARGV[9]  released_ch channel waiters listen on
   ARGV[10] named       '1' if ARGV[2] is the producer's name: a live exclusive holder of the
                        same name is an older incarnation and is taken over at once
+  ARGV[11] part_inc    the partition incarnation the producer saw (G9: a topic handle
+                       opened before a FLUSHALL must not take a row on the recreated topic)
 
   Returns one of
     {'granted', epoch, expires_ms, inc, wgen}   exclusive now (epoch = token, grown by one)
@@ -36,8 +39,9 @@
 --- @include "common"
 --- @include "producer"
 --- @include "producer_queue"
+--- @include "idempotence"
 
-local row_key, shared, waiters, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local row_key, shared, waiters, leases, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local session, label, mode = ARGV[1], ARGV[2], ARGV[3]
 local ttl_ms = int_arg(ARGV[4])
 local new_inc, seen_inc, my_wgen = ARGV[5], ARGV[6], ARGV[7]
@@ -47,6 +51,9 @@ if ttl_ms == nil or ttl_ms <= 0 then
   return fail(E.BAD_ARGUMENT, 'ttl_ms', ARGV[4])
 end
 local bad = check_types({shared, waiters, leases}, {'zset', 'zset', 'hash'})
+if bad then return bad end
+local _
+_, bad = partition_pid_expiry(meta, ARGV[11])
 if bad then return bad end
 local row
 row, bad = load_producer_row(row_key, new_inc)

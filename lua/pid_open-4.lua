@@ -1,0 +1,116 @@
+--[[
+  pid_open: start a new incarnation of a named or resumed producer on one partition. The PID
+  generation is bumped, which fences every older incarnation (their sends fail with
+  PRODUCER_FENCED); the sequence and the duplicate window carry over (DESIGN 4b, G5). The
+  new incarnation's session becomes the PID's owner on this partition.
+
+  KEYS[1]  idempotence state per PID (hash)    <ns>:{<topic>/<p>}:pids
+  KEYS[2]  PID -> last write (zset)            <ns>:{<topic>/<p>}:pidexp
+  KEYS[3]  producer names (hash)               <ns>:{<topic>/<p>}:names
+  KEYS[4]  the partition metadata (hash)       <ns>:{<topic>/<p>}:part
+  ARGV[1]  pid          the PID to use: the resumed one, or a fresh one for a new name
+  ARGV[2]  name         the producer's name ('' if unnamed)
+  ARGV[3]  resume_gen   the generation in the saved state ('' when not resuming)
+  ARGV[4]  resume_next  the next sequence in the saved state ('' when not resuming)
+  ARGV[5]  session      the new incarnation's session (the PID's owner from now on)
+  ARGV[6]  inc          the partition incarnation the caller saw (G9)
+
+  Producer state expires after the partition's own expiry (its metadata's pidexp).
+
+  Returns {pid, generation, next_sequence}: a name already known keeps its PID; the next
+    sequence is the saved one when resuming, else the one after the server's last.
+  Errors: UNKNOWN_PRODUCER_ID (resume= names state that expired), STATE_LOST (the partition
+    vanished or was recreated, or a PID fresh from the counter already has state: the
+    counter went backwards), WRONG_TYPE, BAD_ARGUMENT (a PID, generation or sequence that
+    is not an integer in [0, 2^53)).
+]]
+--- @include "common"
+--- @include "producer"
+--- @include "idempotence"
+
+local pids, pid_expiry, names, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local pid, name = ARGV[1], ARGV[2]
+local resume_gen, resume_next, session = ARGV[3], ARGV[4], ARGV[5]
+local pid_n = int_arg(pid)
+if pid_n == nil or pid_n < 1 then
+  return fail(E.BAD_ARGUMENT, 'pid', pid)
+end
+local gen, next_arg = -1, nil
+if resume_gen ~= '' then
+  gen = int_arg(resume_gen)
+  if gen == nil or gen < 0 then
+    return fail(E.BAD_ARGUMENT, 'resume_gen', resume_gen)
+  end
+end
+if resume_next ~= '' then
+  next_arg = int_arg(resume_next)
+  if next_arg == nil or next_arg < 0 then
+    return fail(E.BAD_ARGUMENT, 'resume_next', resume_next)
+  end
+end
+if session == '' then
+  return fail(E.BAD_ARGUMENT, 'session', '-')
+end
+local bad = check_types({pids, pid_expiry, names}, {'hash', 'zset', 'hash'})
+if bad then return bad end
+local expiry_ms
+expiry_ms, bad = partition_pid_expiry(meta, ARGV[6])
+if bad then return bad end
+
+local now = now_ms()
+-- Not resuming and no known name: the PID came from the producer-id counter just now.
+local fresh_pid = resume_gen == ''
+if name ~= '' then
+  local owner = redis.call('HGET', names, name)
+  if owner then
+    fresh_pid = false
+    local owner_pid, owner_gen = string.match(owner, '^(%S+) (%S+)$')
+    if resume_gen == '' then
+      pid = owner_pid
+    end
+    if owner_pid == pid then
+      gen = math.max(gen, tonumber(owner_gen))
+    end
+  end
+end
+
+local state
+state, bad = load_pid(pids, pid, now, expiry_ms)
+if bad then return bad end
+local fence
+fence, bad = pid_fence(names, pid)
+if bad then return bad end
+if state == nil and fence >= 0 then
+  -- The state expired, its fence did not: the new incarnation goes above it.
+  gen = math.max(gen, fence)
+end
+if state ~= nil and fresh_pid then
+  -- A PID just handed out by the counter already has live state: the counter went
+  -- backwards (a failover lost its INCR). Taking the state over would fence its owner.
+  return fail(E.STATE_LOST, 'pid-reused', pid, state.g)
+end
+if state == nil and next_arg ~= nil and next_arg > 0 then
+  return fail(E.UNKNOWN_PRODUCER_ID, pid, 'resume-expired')
+end
+-- Every check passed: the writes start here.
+drop_expired(pids, pid_expiry, now, expiry_ms)
+local next_seq
+if state ~= nil then
+  gen = math.max(gen, state.g) + 1
+  state.g = gen
+  state.o = session
+  next_seq = state.s + 1
+  save_pid(pids, pid_expiry, pid, state, now)
+else
+  gen = gen + 1
+  next_seq = 0
+  save_pid(pids, pid_expiry, pid, new_pid_state(gen, -1, session), now)
+end
+if next_arg ~= nil then
+  next_seq = next_arg
+end
+if name ~= '' then
+  redis.call('HSET', names, name, pid .. ' ' .. gen)
+end
+set_pid_fence(names, pid, gen)
+return {pid, gen, next_seq}
