@@ -59,9 +59,7 @@ def main() -> None:
                     seen_next=0,
                     expected_offset=None,
                     writer=st.writer,
-                    sequenced=protocol.topic.Sequenced(
-                        st.generation, next(seq), None, 10**9, True, ""
-                    ),
+                    sequenced=protocol.topic.Sequenced(st.generation, next(seq), None, ""),
                 )
 
             calls[name] = make
