@@ -13,6 +13,8 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from .client import Client
+from .consumer import Consumer
+from .election import Election, LeaderInfo, Leadership
 from .errors import (
     ConfigurationError,
     DuplicateSequence,
@@ -56,7 +58,9 @@ __all__ = [
     "AccessMode",
     "Client",
     "ConfigurationError",
+    "Consumer",
     "DuplicateSequence",
+    "Election",
     "Fenced",
     "FencingError",
     "FencingSettings",
@@ -64,6 +68,8 @@ __all__ = [
     "InvalidArgument",
     "InvalidArgumentType",
     "InvalidName",
+    "LeaderInfo",
+    "Leadership",
     "LeaseExpired",
     "OffsetMismatch",
     "OffsetOutOfRange",

@@ -14,6 +14,7 @@ lease they protect. One pool per timeout value, created on demand.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -23,6 +24,7 @@ from redis.retry import Retry
 
 from . import forks
 from .driver import SyncDriver
+from .election import Election, Leadership
 from .errors import (
     ConfigurationError,
     InvalidArgumentType,
@@ -134,6 +136,38 @@ class Client:
         1
         """
         return Ownership(self, group, owner_id, ttl)
+
+    def election(
+        self,
+        name: str,
+        candidate_id: str,
+        ttl: float = 10.0,
+        renew_deadline: float | None = None,
+        *,
+        retry_period: float | None = None,
+        on_elected: Callable[[Leadership], None] | None = None,
+        on_revoked: Callable[[Leadership], None] | None = None,
+        exit_on_loss: bool = False,
+    ) -> Election:
+        """A candidate in the election ``name`` (on the ownership row
+        ``("__election__", name)``). No I/O happens here: see :class:`~fencing.Election`.
+
+        >>> election = client.election("scheduler", candidate_id="host-a", ttl=10.0)
+        >>> with election.campaign() as leadership:                   # doctest: +SKIP
+        ...     leadership.token
+        1
+        """
+        return Election(
+            self,
+            name,
+            candidate_id,
+            ttl,
+            renew_deadline,
+            retry_period=retry_period,
+            on_elected=on_elected,
+            on_revoked=on_revoked,
+            exit_on_loss=exit_on_loss,
+        )
 
     def topic(
         self,

@@ -204,6 +204,14 @@ class Keys:
         """The channel told when a grant of ``session`` is severed."""
         return self.session_channel_prefix() + session
 
+    def election_candidates(self, name: str) -> str:
+        """The sorted set of an election's candidates (in the election row's slot)."""
+        return self.ownership(ELECTION_GROUP, name) + ":candidates"
+
+    def election_channel(self, name: str) -> str:
+        """The channel told when an election's leader changes (elected or resigned)."""
+        return self.ownership(ELECTION_GROUP, name) + ":changed"
+
     def producer_ids(self) -> str:
         """The counter producer ids are drawn from (one per namespace)."""
         return f"{self._prefix}pids"
@@ -221,6 +229,7 @@ class PartitionKeys:
     """The keys of one topic partition, built once; all share the tag ``{<topic>/<p>}``."""
 
     __slots__ = (
+        "committed",
         "meta",
         "names",
         "owner",
@@ -254,6 +263,9 @@ class PartitionKeys:
         self.pids = f"{base}:pids"
         self.pid_expiry = f"{base}:pidexp"
         self.names = f"{base}:names"
+        # Single readers' committed offsets, field <group> (and <group>#t: the committing
+        # grant's token); their grants are the rows (<group>, "<topic>/<p>") of this slot.
+        self.committed = f"{base}:committed"
 
 
 def slot_of(key: str) -> int:

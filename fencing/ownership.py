@@ -145,6 +145,9 @@ class Ownership(ProcessBound):
         self._lost: dict[str, FencingError] = {}
         self._session_sub: Subscription | None = None
         self._closed = False
+        #: time.monotonic() just before the last claim attempt was sent: a lease granted by
+        #: it runs at least ttl from then (elections time their renew deadline from it).
+        self._last_claim_sent = 0.0
         self._bind_process()
 
     # -- public ------------------------------------------------------------------------------
@@ -366,6 +369,7 @@ class Ownership(ProcessBound):
                 new_incarnation=secrets.token_hex(8),
                 seen=self._seen.get(target.resource),
             )
+            self._last_claim_sent = time.monotonic()
             return self._driver().execute(call, self._budget)
 
         try:

@@ -12,9 +12,11 @@ import logging
 import math
 import secrets
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
 from . import forks, protocol
+from .consumer import Consumer
 from .errors import InvalidArgument, InvalidArgumentType, StateLost
 from .keys import PartitionKeys, slot_of, validate_name
 from .partitioner import partition_for_key
@@ -288,6 +290,34 @@ class Topic:
             resume=resume,
         )
         return producer.open()
+
+    def consumer(
+        self,
+        group: str,
+        member_id: str,
+        partitions: int | Iterable[int],
+        start: int | str = "committed",
+        *,
+        ttl: float = 10.0,
+        wait: bool = False,
+        timeout: float | None = None,
+    ) -> Consumer:
+        """A single reader of ``partitions`` in consumer ``group``: it owns each partition
+        through the ownership row (group, "<topic>/<partition>") until it is closed.
+
+        ``start`` is where to begin on each partition: "committed" (the group's committed
+        offset, or the first retained record if it never committed), "earliest", "latest"
+        or an offset. A partition held by another member raises
+        :class:`~fencing.OwnershipConflict`, or with ``wait=True`` waits (up to ``timeout``
+        seconds, None = forever) and is woken when it is released or its lease lapses.
+
+        >>> with topic.consumer("billing", "host-a", partitions=[0]) as c:
+        ...     records = c.poll(max_records=100, block_ms=1000)
+        ...     c.commit()
+        """
+        return Consumer(
+            self, group, member_id, partitions, start=start, ttl=ttl, wait=wait, timeout=timeout
+        )
 
     def reader(self, partition: int, start_offset: StartOffset = "earliest") -> Reader:
         """A reader of one partition from ``start_offset`` (an int, "earliest" or "latest").

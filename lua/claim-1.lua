@@ -11,6 +11,8 @@
   ARGV[7]  seen_token   highest token the handle saw before (0 if none)
   ARGV[8]  session_ch   prefix of the per-session channel; the severed session id is appended
 
+  A grant to a new session also records 'since' (server ms): when the current term began.
+
   Returns {status, generation, token, expires_ms, now_ms, incarnation} where status is
     'granted' (a new grant to this session; token grew) or 'kept' (this session already held
     it, live or lapsed but unclaimed: same token, lease extended).
@@ -83,6 +85,9 @@ local expires = now + ttl_ms
 redis.call('HSET', key,
   'inc', row.inc, 'session', session, 'label', label,
   'gen', new_gen, 'token', new_token, 'expires', expires)
+if status == 'granted' then
+  redis.call('HSET', key, 'since', now)
+end
 
 if severed ~= '' then
   -- "severed <old token> <new token> <group/resource key>": the old holder's handle learns

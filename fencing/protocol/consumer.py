@@ -1,0 +1,63 @@
+"""Script calls of single readers: the fenced commit of a consumed offset. No I/O."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import FencingError
+from ..grant import Grant
+from ..keys import PartitionKeys
+from ..lua_loader import script
+from .base import Command, ErrorReply, ReadCall, ScriptCall
+from .ownership import Target
+from .ownership import _errors as ownership_errors
+from .topic import partition_errors
+
+
+def commit(
+    target: Target,
+    pk: PartitionKeys,
+    *,
+    session: str,
+    grant: Grant,
+    partition_incarnation: str,
+    offset: int,
+) -> ScriptCall[int]:
+    """Store ``offset`` as ``target.group``'s committed offset of one partition, iff the
+    caller's grant on that partition's row is still the current one."""
+    own_errors = ownership_errors(target)
+    part_errors = partition_errors(pk)
+
+    def convert(reply: ErrorReply) -> FencingError:
+        # STATE_LOST names the incarnation it expected: the partition's or the grant's.
+        partition_side = reply.code == "OFFSET_OUT_OF_RANGE" or (
+            reply.code == "STATE_LOST" and reply.fields.get("seen") == partition_incarnation
+        )
+        error: FencingError = part_errors(reply) if partition_side else own_errors(reply)
+        return error
+
+    return ScriptCall(
+        script=script("commit"),
+        keys=(target.key, pk.meta, pk.committed),
+        args=(
+            session,
+            grant.token,
+            grant.incarnation,
+            partition_incarnation,
+            target.group,
+            offset,
+        ),
+        parse=lambda reply: int(reply[0]),
+        error=convert,
+    )
+
+
+def committed(pk: PartitionKeys, group: str) -> ReadCall[int | None]:
+    """The committed offset of ``group`` on one partition, or None if it never committed."""
+    command: Command = ("HGET", pk.committed, group)
+
+    def parse(replies: list[Any]) -> int | None:
+        value = replies[0]
+        return None if value is None else int(value)
+
+    return ReadCall(commands=(command,), parse=parse)

@@ -1,0 +1,63 @@
+--[[
+  commit: store a single reader's committed offset of one partition, fenced by its grant.
+  The check of the grant and the write happen here together, so a superseded member's
+  commit writes nothing, even if it was on the wire at the moment of takeover.
+
+  KEYS[1]  the ownership row (<group>, "<topic>/<partition>") (hash)
+  KEYS[2]  the partition metadata (hash)
+  KEYS[3]  the partition's committed offsets (hash: group -> offset, group#t -> token)
+  ARGV[1]  session     the member's session id
+  ARGV[2]  token       the token of the member's grant
+  ARGV[3]  own_inc     incarnation of the member's grant
+  ARGV[4]  part_inc    incarnation of the partition the member opened
+  ARGV[5]  group       the consumer group
+  ARGV[6]  offset      the next offset to read (0 <= offset <= the partition's next offset)
+
+  Returns {offset, now_ms}.
+  Errors: FENCED (another session was granted since, or the grant was released),
+    LEASE_EXPIRED (lapsed by server time, nobody else granted yet: renew to continue),
+    STATE_LOST (G9: the row or the partition is gone or was recreated),
+    OFFSET_OUT_OF_RANGE (past the partition's next offset), WRONG_TYPE, BAD_ARGUMENT.
+]]
+--- @include "common"
+--- @include "ownership"
+
+local session, token = ARGV[1], int_arg(ARGV[2])
+local own_inc, part_inc, group = ARGV[3], ARGV[4], ARGV[5]
+local offset = int_arg(ARGV[6])
+if token == nil then
+  return fail(E.BAD_ARGUMENT, 'token', ARGV[2])
+end
+if offset == nil or offset < 0 then
+  return fail(E.BAD_ARGUMENT, 'offset', ARGV[6])
+end
+
+local row, bad = load_row(KEYS[1])
+if bad then return bad end
+bad = check_history(row, own_inc, token)
+if bad then return bad end
+bad = check_holder(row, session, token)
+if bad then return bad end
+local now = now_ms()
+if row.expires <= now then
+  return fail(E.LEASE_EXPIRED, token, now - row.expires)
+end
+
+local v, bad2 = read_checked('HMGET', KEYS[2], 'inc', 'next', 'start')
+if bad2 then return bad2 end
+if not v[1] then
+  return fail(E.STATE_LOST, 'missing', part_inc, '-')
+end
+if v[1] ~= part_inc then
+  return fail(E.STATE_LOST, 'incarnation', part_inc, v[1])
+end
+local next_offset = tonumber(v[2] or '0')
+if offset > next_offset then
+  return fail(E.OFFSET_OUT_OF_RANGE, offset, tonumber(v[3] or '0'), next_offset)
+end
+local ct = key_type(KEYS[3])
+if ct ~= 'none' and ct ~= 'hash' then
+  return fail(E.WRONG_TYPE, ct, KEYS[3])
+end
+redis.call('HSET', KEYS[3], group, offset, group .. '#t', token)
+return {offset, now}
