@@ -121,6 +121,11 @@ class Consumer(ProcessBound):
         self._closed = False
         self._next = 0  # round-robin start of the next poll
         self._bind_process()
+        if isinstance(start, int):
+            for p in self._parts:  # a bad offset is refused before anything is written
+                first, end = topic.offsets(p)
+                if not first <= start <= end:
+                    raise protocol.topic.out_of_range(self._keys[p], start, first, end)
         self._owner.claim(list(self._resources.values()), wait=wait, timeout=timeout)
         try:
             for p in self._parts:

@@ -1,0 +1,303 @@
+"""Single readers (issue 12, DESIGN section 3): ownership of partitions, fenced commits,
+resuming at the committed offset, takeovers, waiting, bad input."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+
+import fencing
+from fencing import Client, Topic
+
+from .helpers import wait_until
+
+
+def _fill(topic: Topic, n: int, partition: int = 0) -> None:
+    with topic.producer() as p:
+        p.send_batch([fencing.Record(value=b"v%03d" % i) for i in range(n)], partition=partition)
+
+
+@pytest.fixture
+def orders(client: Client) -> Topic:
+    topic = client.topic("orders", partitions=2)
+    _fill(topic, 10, 0)
+    _fill(topic, 4, 1)
+    return topic
+
+
+def test_poll_commit_and_resume_at_the_committed_offset(orders: Topic) -> None:
+    with orders.consumer("billing", "host-a", partitions=[0]) as c:
+        assert c.partitions == [0]
+        assert c.committed(0) is None
+        got = c.poll(max_records=4)
+        assert [r.offset for r in got] == [0, 1, 2, 3]
+        assert c.position(0) == 4
+        assert c.commit() == {0: 4}
+        assert c.committed(0) == 4
+        assert [r.offset for r in c.poll(max_records=2)] == [4, 5]  # polled, not committed
+    with orders.consumer("billing", "host-b", partitions=0) as c2:
+        assert c2.position(0) == 4
+        assert [r.value for r in c2.poll(max_records=100)] == [b"v%03d" % i for i in range(4, 10)]
+    # Another group has its own offsets.
+    with orders.consumer("audit", "host-a", partitions=[0]) as c3:
+        assert c3.position(0) == 0
+
+
+def test_start_earliest_latest_and_an_offset(orders: Topic) -> None:
+    for start, expected in (("earliest", 0), ("latest", 10), (7, 7)):
+        with orders.consumer("g", "a", partitions=[0], start=start) as c:
+            assert c.position(0) == expected
+
+
+def test_two_partitions_take_turns(orders: Topic) -> None:
+    with orders.consumer("g", "a", partitions=[1, 0]) as c:
+        assert c.partitions == [0, 1]
+        got: list[tuple[int, int]] = []
+        while len(got) < 14:
+            batch = c.poll(max_records=3)
+            assert batch, "records left unread"
+            got += [(r.partition, r.offset) for r in batch]
+        assert sorted(got) == [(0, i) for i in range(10)] + [(1, i) for i in range(4)]
+        assert c.poll(max_records=10) == []
+        assert c.commit() == {0: 10, 1: 4}
+
+
+def test_a_held_partition_conflicts_or_waits_and_is_handed_over_on_close(
+    orders: Topic,
+) -> None:
+    holder = orders.consumer("g", "a", partitions=[0], ttl=30.0)
+    with pytest.raises(fencing.OwnershipConflict):
+        orders.consumer("g", "b", partitions=[0, 1])
+    # The failed claim released what it took: partition 1 is free.
+    with orders.consumer("g", "c", partitions=[1]) as c:
+        assert c.partitions == [1]
+    holder.poll(max_records=3)
+    holder.commit()
+    got: list[fencing.Consumer] = []
+    t = threading.Thread(
+        target=lambda: got.append(orders.consumer("g", "b", partitions=[0], wait=True, timeout=10))
+    )
+    t.start()
+    time.sleep(0.05)  # not a synchronisation: b is queued or not, the asserts hold either way
+    closed_at = time.monotonic()
+    holder.close()
+    t.join(10)
+    assert got, "the waiter was not handed the partition"
+    assert time.monotonic() - closed_at < 1.0  # woken by the release, not by the 30 s lease
+    assert got[0].position(0) == 3
+    got[0].close()
+
+
+def test_a_superseded_member_commit_is_fenced_and_writes_nothing(
+    orders: Topic, raw: redis.Redis, client: Client
+) -> None:
+    old = orders.consumer("g", "a", partitions=[0], ttl=30.0)
+    old.poll(max_records=2)
+    assert old.commit() == {0: 2}
+    # An operator takes the partition over (what `fencing release` does).
+    client.ownership("g", "operator", ttl=30.0).claim(["orders/0"], generation=0)
+    with pytest.raises(fencing.Fenced):
+        old.commit({0: 5})
+    pk = client.keys.partition("orders", 0)
+    assert raw.hget(pk.committed, "g") == b"2"
+    with pytest.raises(fencing.Fenced):
+        old.poll()
+    old.close()
+
+
+def test_racing_members_commit_only_as_the_current_owner(
+    orders: Topic, client: Client, raw: redis.Redis
+) -> None:
+    """Members take partition 0 from each other with generation-0 claims while each polls
+    and commits as fast as it can. Over the whole history: the stored offset is always the
+    last commit that succeeded, only current owners' commits succeed (in token order), and
+    every new owner resumes exactly at the last successful commit before its term."""
+    _fill(orders, 490, 0)  # 500 records on partition 0
+    pk = client.keys.partition("orders", 0)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    fenced = [0]
+    starts: dict[int, int] = {}  # token -> first offset its term read
+    commits: list[tuple[int, int]] = []  # (token, offset) of commits that succeeded
+    lock = threading.Lock()
+
+    def member(name: str) -> None:
+        try:
+            while not stop.is_set():
+                # Take over: sever whoever holds it, then hand it to a consumer of ours.
+                taker = client.ownership("g", f"{name}-taker", ttl=30.0)
+                taker.claim(["orders/0"], generation=0)
+                taker.release()
+                try:
+                    c = orders.consumer("g", name, partitions=[0], wait=True, timeout=5)
+                except fencing.FencingError:
+                    continue
+                token = c._owner.grants["orders/0"].token
+                with lock:
+                    starts[token] = c.position(0)
+                try:
+                    for _ in range(5):
+                        c.poll(max_records=7)
+                        done = c.commit()
+                        with lock:
+                            commits.append((token, done[0]))
+                except fencing.Fenced:
+                    with lock:
+                        fenced[0] += 1
+                finally:
+                    c.close()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=member, args=(n,)) for n in ("a", "b", "c")]
+    for t in threads:
+        t.start()
+    wait_until(lambda: len(commits) > 100 or errors, timeout=30)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors
+    assert fenced[0] > 0, "no commit raced a takeover: the test proved nothing"
+    ordered = sorted(commits)
+    # Successful commits in token order never go back, and the stored offset (and token)
+    # is the last of them.
+    offsets = [o for _, o in ordered]
+    assert offsets == sorted(offsets)
+    assert raw.hget(pk.committed, "g") == str(ordered[-1][1]).encode()
+    assert raw.hget(pk.committed, "g#t") == str(ordered[-1][0]).encode()
+    # Each term began exactly at the last commit that succeeded before it.
+    for token, first in starts.items():
+        before = [o for t, o in ordered if t < token]
+        assert first == (before[-1] if before else 0), (token, first, before[-3:])
+
+
+def test_takeover_resumes_exactly_at_the_last_committed_offset(
+    orders: Topic, client: Client
+) -> None:
+    a = orders.consumer("g", "a", partitions=[0], ttl=0.3)
+    assert [r.offset for r in a.poll(max_records=3)] == [0, 1, 2]
+    a.commit()
+    a.poll(max_records=3)  # processed 3..5 but crashed before committing
+    a._renewal.cancel()  # type: ignore[union-attr]  # the crash: renewals stop
+    b = orders.consumer("g", "b", partitions=[0], wait=True, timeout=5)
+    assert b.position(0) == 3
+    with pytest.raises(fencing.Fenced):
+        a.commit()
+    assert b.committed(0) == 3
+    b.close()
+    a.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"partitions": [2]}, fencing.InvalidArgument),
+        ({"partitions": []}, fencing.InvalidArgument),
+        ({"partitions": [-1]}, fencing.InvalidArgument),
+        ({"partitions": "0"}, fencing.InvalidArgumentType),
+        ({"partitions": [0], "start": -1}, fencing.InvalidArgument),
+        ({"partitions": [0], "start": "first"}, fencing.InvalidArgument),
+        ({"partitions": [0], "start": 11}, fencing.OffsetOutOfRange),
+        ({"partitions": [0], "ttl": 0}, fencing.InvalidArgument),
+        ({"partitions": [0], "wait": "yes"}, fencing.InvalidArgumentType),
+    ],
+)
+def test_bad_consumer_arguments_write_nothing(
+    orders: Topic, raw: redis.Redis, client: Client, kwargs: dict[str, object], error: type
+) -> None:
+    before = sorted(raw.keys(f"{client.namespace}:*"))
+    with pytest.raises(error):
+        orders.consumer("g", "a", **kwargs)  # type: ignore[arg-type]
+    assert sorted(raw.keys(f"{client.namespace}:*")) == before
+    assert raw.hget(client.keys.ownership("g", "orders/0"), "session") in (None, b"")
+
+
+@pytest.mark.parametrize(("group", "member"), [("", "a"), ("__x", "a"), ("a b", "a"), ("g", "")])
+def test_bad_group_or_member_names(orders: Topic, group: str, member: str) -> None:
+    with pytest.raises(fencing.InvalidArgument):
+        orders.consumer(group, member, partitions=[0])
+
+
+def test_bad_commits_and_seeks_write_nothing(
+    orders: Topic, raw: redis.Redis, client: Client
+) -> None:
+    pk = client.keys.partition("orders", 0)
+    with orders.consumer("g", "a", partitions=[0]) as c:
+        c.poll(max_records=2)
+        c.commit()
+        for offsets, error in (
+            ({0: -1}, fencing.InvalidArgument),
+            ({0: 11}, fencing.OffsetOutOfRange),
+            ({1: 0}, fencing.InvalidArgument),  # not owned
+            ({5: 0}, fencing.InvalidArgument),  # no such partition
+            ({0: "3"}, fencing.InvalidArgumentType),
+            ([(0, 1)], fencing.InvalidArgumentType),
+            ({}, fencing.InvalidArgument),
+        ):
+            with pytest.raises(error):
+                c.commit(offsets)  # type: ignore[arg-type]
+            assert raw.hget(pk.committed, "g") == b"2"
+        for partition, offset, error in (
+            (0, 11, fencing.OffsetOutOfRange),
+            (0, -1, fencing.InvalidArgument),
+            (1, 0, fencing.InvalidArgument),
+        ):
+            with pytest.raises(error):
+                c.seek(partition, offset)
+        assert c.position(0) == 2
+        c.seek(0, 10)
+        assert c.poll() == []
+        c.seek(0, 0)
+        assert c.poll(max_records=1)[0].offset == 0
+        with pytest.raises(fencing.InvalidArgument):
+            c.poll(max_records=0)
+    with pytest.raises(fencing.InvalidArgument):
+        c.poll()  # closed
+
+
+def test_a_wrong_type_committed_key_is_refused(
+    orders: Topic, raw: redis.Redis, client: Client
+) -> None:
+    pk = client.keys.partition("orders", 0)
+    raw.set(pk.committed, "oops")
+    with orders.consumer("g", "a", partitions=[0], start="earliest") as c:
+        c.poll(max_records=1)
+        with pytest.raises(fencing.WrongKeyType):
+            c.commit()
+    assert raw.get(pk.committed) == b"oops"
+
+
+def test_blocking_poll_wakes_on_a_new_record(orders: Topic) -> None:
+    with orders.consumer("g", "a", partitions=[0, 1], start="latest") as c:
+        timer = threading.Timer(0.2, lambda: _fill(orders, 1, 1))
+        timer.start()
+        started = time.monotonic()
+        got = c.poll(max_records=10, block_ms=5000)
+        timer.join()
+        assert [(r.partition, r.offset) for r in got] == [(1, 4)]
+        assert time.monotonic() - started < 3
+
+
+def test_iteration_ends_when_closed(orders: Topic) -> None:
+    c = orders.consumer("g", "a", partitions=[1])
+    seen = []
+    for record in c:
+        seen.append(record.offset)
+        if len(seen) == 4:
+            c.close()
+    assert seen == [0, 1, 2, 3]
+
+
+def test_a_recreated_partition_is_state_lost(
+    orders: Topic, client: Client, raw: redis.Redis
+) -> None:
+    with orders.consumer("g", "a", partitions=[0]) as c:
+        c.poll(max_records=1)
+        raw.hset(client.keys.partition("orders", 0).meta, "inc", "other")
+        with pytest.raises(fencing.StateLost):
+            c.commit()
+        with pytest.raises(fencing.StateLost):
+            c.poll()
