@@ -5,7 +5,7 @@
 >>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)
 >>> grant = owner.claim(["orders/0"])["orders/0"]                    # doctest: +SKIP
 
-See README.md for the guarantees and DESIGN for the contract.
+See the README for the guarantees, the API and the failure modes.
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ class Client:
     # -- handles --------------------------------------------------------------------------
 
     def ownership(self, group: str, owner_id: str, ttl: float = 10.0) -> Ownership:
-        """A handle on the ownership table for ``group`` (seed 000, DESIGN section 4).
+        """A handle on the ownership table for ``group`` (the generation rules are in the README).
 
         ``owner_id`` is a label for people and logs; the handle's identity is a random
         session drawn now, so two handles never share a grant. No I/O happens here.

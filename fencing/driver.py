@@ -28,7 +28,7 @@ import redis
 import redis.exceptions
 
 from .connections import ScriptConnections
-from .errors import FencingError, OutcomeUnknown, Unavailable
+from .errors import FencingError, OutcomeUnknown, Unavailable, WrongKeyType
 from .lua_loader import LuaScript
 from .protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
 from .retry import TRANSIENT_ERRORS, RetryBudget
@@ -131,6 +131,8 @@ class SyncDriver:
                     try:
                         replies = pipe.execute()
                     except redis.exceptions.ResponseError as exc:
+                        if "WRONGTYPE" in str(exc):
+                            raise _wrong_type_read(call) from exc
                         raise server_refusal("read", exc) from exc
                     return call.parse(replies)
         except TRANSIENT_ERRORS as exc:
@@ -212,6 +214,16 @@ _NOT_APPLIED = (
     redis.exceptions.BusyLoadingError,
 )
 _NOT_APPLIED_PREFIXES = ("MASTERDOWN", "BUSY", "LOADING", "NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN")
+
+
+def _wrong_type_read(call: ReadCall[Any]) -> WrongKeyType:
+    keys = sorted({str(command[1]) for command in call.commands if len(command) > 1})
+    return WrongKeyType(
+        f"one of the keys {keys} holds a Redis type that redis-fencing does not keep there: "
+        "another program uses this name; choose another namespace or remove that key",
+        key=keys[0] if keys else "",
+        key_type="unknown",
+    )
 
 
 def server_refusal(script: str, exc: redis.exceptions.ResponseError) -> FencingError:

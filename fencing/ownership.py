@@ -1,7 +1,7 @@
 """The ownership-table handle: ``client.ownership(group, owner_id, ttl)`` (seed 000, G8).
 
 Identity is the session: each handle draws a random session id when it is made, and
-``owner_id`` is only a label. See DESIGN section 4 for the table of outcomes; the rules
+``owner_id`` is only a label. The README's "Generations" gives the outcomes; the rules
 live in ``lua/claim-1.lua``, this module only calls it and keeps what the handle saw.
 """
 
@@ -106,7 +106,7 @@ def _timeout(timeout: object) -> float | None:
 class Ownership(ProcessBound):
     """A session on the ownership table of one group.
 
-    Claims are granted per resource by the rules of DESIGN section 4; each grant carries a
+    Claims are granted per resource by the generation rules (see the README); each grant carries a
     fencing token that only grows. The handle remembers what it saw of each row, so a
     store that lost state (FLUSHALL, failover) is reported as :class:`StateLost` instead of
     a fresh start. Thread-safe; bound to the process that made it.
@@ -170,7 +170,7 @@ class Ownership(ProcessBound):
 
         Resources are claimed one by one in ascending hash-slot order. If one is refused,
         the ones this call newly took are released again and the error is raised.
-        ``generation`` follows DESIGN section 4: None takes the next generation (or keeps
+        ``generation``: None takes the next generation (or keeps
         this session's own grant), g > 0 severs holders at or below g, 0 always wins and
         resets. With ``wait=True`` a claim refused because another session holds the
         resource waits (up to ``timeout`` seconds, None = forever) until it is released or

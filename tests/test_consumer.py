@@ -301,3 +301,13 @@ def test_a_recreated_partition_is_state_lost(
             c.commit()
         with pytest.raises(fencing.StateLost):
             c.poll()
+
+
+def test_a_wrong_type_committed_key_is_refused_on_read(
+    orders: Topic, raw: redis.Redis, client: Client
+) -> None:
+    pk = client.keys.partition("orders", 0)
+    raw.set(pk.committed, "oops")
+    with pytest.raises(fencing.WrongKeyType):
+        orders.consumer("g", "a", partitions=[0])
+    assert raw.hget(client.keys.ownership("g", "orders/0"), "session") in (None, b"")
