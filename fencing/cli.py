@@ -2,14 +2,18 @@
 
 ::
 
-    fencing status TOPIC          partitions, offsets, epochs, holders, producers, PIDs
+    fencing status                the namespace: topics, elections, consumer groups
+    fencing status TOPIC          partitions, offsets, epochs, holders, producers, PIDs,
+                                  and the topic's consumer groups (owners, offsets, lag)
     fencing owners GROUP          the ownership rows of a group
+    fencing elections [NAME...]   elections: leader, token, term, lease left, candidates
     fencing tail TOPIC            print records (--follow tails until Ctrl-C)
     fencing release ...           an operator's force-release (generation 0 / epoch + 1)
     fencing demo                  the demo (fencing.demo)
 
 Every command takes ``--url``, ``--namespace``, ``--embedded`` (a private throwaway server
-on loopback, stopped on exit) and ``--json``. ``status``, ``owners`` and ``tail`` only read.
+on loopback, stopped on exit) and ``--json``. ``status``, ``owners``, ``elections`` and
+``tail`` only read; ``release`` is the only command that writes.
 Any error is one line on stderr starting with ``fencing: `` and exit status 2.
 
 >>> from fencing.cli import main
@@ -39,7 +43,8 @@ from . import inspect as insp
 from .client import Client
 from .embedded import EmbeddedServer
 from .errors import FencingError, InvalidArgument, Unavailable
-from .keys import Keys, validate_name
+from .keys import ELECTION_GROUP, PRODUCER_GROUP, RESERVED_PREFIX, Keys, validate_name
+from .ownership import Ownership
 from .producer import AccessMode
 from .record import Record
 from .urls import redact
@@ -55,11 +60,17 @@ _FOLLOW_BLOCK_MS = 1000
 
 _MAIN_EPILOG = """\
 commands, one example each:
+  fencing status                            topics, elections and consumer groups (with lag)
   fencing status orders                     partitions, offsets, epochs, holders, waiters, PIDs
+                                            and each consumer group's owners, offsets, lag
   fencing owners journal --json             the ownership rows of a group, as JSON
+  fencing elections                         leader, token, term, lease left, candidates
   fencing tail orders -p 0 --from 100 --max 10
                                             ten records of partition 0 from offset 100
   fencing release journal orders/0 --yes    force-release a row (generation 0: severs the holder)
+  fencing release __election__ scheduler --yes
+                                            end an election's term (token + 1: the leader is
+                                            Fenced, a waiting candidate is elected)
   fencing release --producer orders --yes   fence a topic's producers (epoch + 1)
   fencing demo                              the guided demo
 
@@ -121,25 +132,58 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = add(
         "status",
-        "show a topic: partitions, offsets, epochs, holders, producers, waiters, PIDs (read-only)",
-        "examples:\n  fencing status orders\n  fencing status orders --partition 0 --json\n"
+        "show a namespace (topics, elections, consumer groups) or a topic: partitions, "
+        "offsets, epochs, holders, producers, waiters, PIDs and consumer groups (read-only)",
+        "examples:\n  fencing status                          the whole namespace\n"
+        "  fencing status orders\n  fencing status orders --partition 0 --json\n"
         "  fencing status orders --url redis://cache:6379/2 --namespace billing\n\n"
+        "Consumer groups of a topic (like kafka-consumer-groups.sh --describe): every group\n"
+        "with a committed offset or an ownership row (GROUP, 'TOPIC/P') on a partition, one\n"
+        "line per such partition:\n"
+        "  COMMITTED  the group's committed offset (the next offset it reads), - if none\n"
+        "  NEXT       the partition's next offset (its end)\n"
+        "  LAG        NEXT - COMMITTED; '(from start)' when nothing was committed: then\n"
+        "             NEXT - the first retained offset, where a consumer starts\n"
+        "  OWNER      the member holding the partition's row (state live, lapsed or free),\n"
+        "             its session, the row's fencing TOKEN and its LEASE\n"
+        "Without TOPIC: the topics, the elections (as 'fencing elections') and one line per\n"
+        "consumer group and topic with the total lag.\n\n"
         "Leases are shown in ms left by the server's clock (TIME). Nothing is written.",
         _status,
     )
-    status.add_argument("topic", metavar="TOPIC")
+    status.add_argument("topic", metavar="TOPIC", nargs="?", help="a topic (default: all)")
     status.add_argument("-p", "--partition", type=_partition, help="only this partition")
 
     owners = add(
         "owners",
         "show the ownership rows of a group (read-only)",
         "examples:\n  fencing owners journal\n  fencing owners journal --json\n"
-        "  fencing owners __producer__      the exclusive-producer rows of every topic\n\n"
+        "  fencing owners __producer__      the exclusive-producer rows of every topic\n"
+        "  fencing owners __election__      the rows of every election (see also\n"
+        "                                   'fencing elections': leaders and candidates)\n\n"
         "state: live (lease running by server time), lapsed (lease over, nobody claimed it "
         "yet), free.",
         _owners,
     )
     owners.add_argument("group", metavar="GROUP")
+
+    elections = add(
+        "elections",
+        "show elections: leader, fencing token, term start, lease left, waiting candidates "
+        "(read-only)",
+        "examples:\n  fencing elections\n  fencing elections scheduler --json\n\n"
+        "An election is the ownership row (__election__, NAME) (also listed by 'fencing\n"
+        "owners __election__'). STATE is live (LEADER leads; its lease runs by server time),\n"
+        "lapsed (the last leader's lease ran out and nobody was elected since: no leader) or\n"
+        "free (resigned or released: no leader). TOKEN is the term's fencing token (one more\n"
+        "per term), SINCE when the term began (server clock, UTC), WAITING the candidates\n"
+        "campaigning now (listed below the table). To end a term: 'fencing release\n"
+        "__election__ NAME --yes'.",
+        _elections,
+    )
+    elections.add_argument(
+        "names", nargs="*", metavar="NAME", help="only these elections (default: all)"
+    )
 
     tail = add(
         "tail",
@@ -169,11 +213,19 @@ def build_parser() -> argparse.ArgumentParser:
         "release",
         "force-release ownership rows (generation 0) or fence a topic's producers (epoch + 1)",
         "examples:\n  fencing release journal orders/0 orders/1 --yes\n"
+        "  fencing release billing orders/0 --yes       take partition 0 of topic orders\n"
+        "                                               from consumer group billing\n"
+        "  fencing release __election__ scheduler --yes end the term of election scheduler\n"
         "  fencing release --producer orders --yes\n\n"
         "GROUP RESOURCE...: each resource is claimed with generation=0 through the public\n"
         "ownership API, then released. Generation 0 always wins: it severs any live holder\n"
         "(which gets Fenced at its next check, renew or fenced write), restarts the\n"
-        "generation at 0 and bumps the fencing token. The row is left free.\n\n"
+        "generation at 0 and bumps the fencing token. The row is left free.\n"
+        "A consumer group's partition P of TOPIC is the resource TOPIC/P: its member gets\n"
+        "Fenced at its next poll or commit (a commit it had under way writes nothing).\n"
+        "An election is the group __election__ with the election's name as resource: its\n"
+        "leader's term ends (lost is set, on_revoked runs) and a waiting candidate, if any,\n"
+        "is elected with a higher token. Other reserved groups (__producer__) are refused.\n\n"
         "--producer TOPIC: opens an EXCLUSIVE_WITH_FENCING producer on every partition\n"
         "(epoch + 1: the exclusive holder, every shared producer and every waiter are\n"
         "fenced; their next send raises ProducerFenced) and closes it at once.\n\n"
@@ -303,20 +355,29 @@ def _when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> None:
+    """Print left-aligned columns two spaces apart (the last one is not padded)."""
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    for row in (header, *rows):
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        print((indent + line).rstrip())
+
+
 # -- status ---------------------------------------------------------------------------------------
 
 
 def _status(args: argparse.Namespace) -> int:
+    if args.topic is None:
+        return _status_namespace(args)
+    wanted = None if args.partition is None else [args.partition]
     with _connect(args, read_only=True) as conn:
-        status = insp.topic_status(
-            conn.r,
-            conn.keys,
-            args.topic,
-            None if args.partition is None else [args.partition],
-            where=f"server {conn.where}",
-        )
+        where = f"server {conn.where}"
+        status = insp.topic_status(conn.r, conn.keys, args.topic, wanted, where=where)
+        groups = insp.consumer_groups(conn.r, conn.keys, status.topic.name, wanted, where=where)
     if args.json:
-        _print_json(dataclasses.asdict(status))
+        _print_json(
+            {**dataclasses.asdict(status), "groups": [dataclasses.asdict(g) for g in groups]}
+        )
         return 0
     meta = status.topic
     print(
@@ -326,7 +387,109 @@ def _status(args: argparse.Namespace) -> int:
     )
     for p in status.partitions:
         _print_partition(p)
+    _print_groups(groups)
     return 0
+
+
+def _status_namespace(args: argparse.Namespace) -> int:
+    if args.partition is not None:
+        raise InvalidArgument("--partition needs a TOPIC: e.g. fencing status orders -p 0")
+    with _connect(args, read_only=True) as conn:
+        status = insp.namespace_status(conn.r, conn.keys)
+    if args.json:
+        _print_json(dataclasses.asdict(status))
+        return 0
+    names = {g.group for g in status.groups}
+    print(
+        f"namespace {status.namespace!r}: {len(status.topics)} topic(s), "
+        f"{len(status.elections)} election(s), {len(names)} consumer group(s)"
+    )
+    if status.topics:
+        print("topics:")
+        _table(
+            ("TOPIC", "PARTITIONS", "CREATED", "STATE"),
+            [
+                (
+                    t.name,
+                    str(t.partitions),
+                    _when(t.created_ms),
+                    "ready" if t.ready else "being created",
+                )
+                for t in status.topics
+            ],
+        )
+    else:
+        print("topics: none")
+    _print_elections(status.elections, "elections:")
+    if status.groups:
+        print("consumer groups (details: fencing status TOPIC):")
+        rows = []
+        for g in status.groups:
+            from_start = sum(1 for gp in g.partitions if gp.lag_from == "start")
+            lag = f"{g.lag} ({from_start} from start)" if from_start else str(g.lag)
+            rows.append((g.group, g.topic, str(len(g.partitions)), str(g.owned), lag))
+        _table(("GROUP", "TOPIC", "PARTITIONS", "OWNED", "LAG"), rows)
+    else:
+        print("consumer groups: none")
+    return 0
+
+
+def _print_groups(groups: list[insp.GroupStatus]) -> None:
+    if not groups:
+        print("consumer groups: none")
+        return
+    print(f"consumer groups: {len(groups)}")
+    rows: list[tuple[str, ...]] = []
+    notes: list[str] = []
+    for g in groups:
+        for gp in g.partitions:
+            committed = "-" if gp.committed_offset is None else str(gp.committed_offset)
+            lag = f"{gp.lag} (from start)" if gp.lag_from == "start" else str(gp.lag)
+            owner, state, session, token, lease = "-", "-", "-", "-", "-"
+            if gp.owner is not None:
+                o = gp.owner
+                state, token = o.state, str(o.token)
+                if o.state != "free":
+                    owner, session, lease = o.label, o.session[:8], _lease(o.lease_left_ms)
+            offsets = (str(gp.partition), committed, str(gp.next_offset), lag)
+            rows.append((g.group, *offsets, owner, state, session, token, lease))
+            if gp.note:
+                notes.append(f"  {g.group} partition {gp.partition}: {gp.note}")
+    header = ("GROUP", "PARTITION", "COMMITTED", "NEXT", "LAG", "OWNER", "STATE", "SESSION")
+    _table((*header, "TOKEN", "LEASE"), rows)
+    for note in notes:
+        print(note)
+
+
+def _print_elections(elections: list[insp.ElectionStatus], title: str) -> None:
+    if not elections:
+        print(f"{title} none" if title.endswith(":") else title)
+        return
+    print(title)
+    rows: list[tuple[str, ...]] = []
+    waiting: list[str] = []
+    for e in elections:
+        leader = "-"
+        if e.leader is not None:
+            leader = e.leader
+        elif e.state == "lapsed":
+            leader = f"- (last: {e.label})"
+        since = _when(e.since_ms) if e.state != "free" and e.since_ms else "-"
+        lease = "-" if e.state == "free" else _lease(e.lease_left_ms)
+        session = e.session[:8] if e.session else "-"
+        rows.append(
+            (e.name, e.state, leader, session, str(e.token), since, str(e.candidate_count), lease)
+        )
+        if e.candidates:
+            listed = ", ".join(f"{c.label} (session {c.session[:8]})" for c in e.candidates)
+            more = e.candidate_count - len(e.candidates)
+            waiting.append(
+                f"  waiting in {e.name}: {listed}" + (f", and {more} more" if more > 0 else "")
+            )
+    header = ("NAME", "STATE", "LEADER", "SESSION", "TOKEN", "SINCE", "WAITING", "LEASE")
+    _table(header, rows)
+    for line in waiting:
+        print(line)
 
 
 def _print_partition(p: insp.PartitionStatus) -> None:
@@ -375,7 +538,10 @@ def _owners(args: argparse.Namespace) -> int:
     if args.json:
         _print_json([dataclasses.asdict(row) for row in rows])
         return 0
-    print(f"group {args.group!r} in namespace {namespace!r}: {len(rows)} row(s)")
+    hint = ""
+    if args.group == ELECTION_GROUP:
+        hint = " (elections: 'fencing elections' shows leaders, terms and candidates)"
+    print(f"group {args.group!r} in namespace {namespace!r}: {len(rows)} row(s){hint}")
     for row in rows:
         holder = ""
         if row.state != "free":
@@ -386,6 +552,28 @@ def _owners(args: argparse.Namespace) -> int:
         print(
             f"  {row.resource}: {row.state}, {holder}generation {row.generation}, token {row.token}"
         )
+    return 0
+
+
+# -- elections ------------------------------------------------------------------------------------
+
+
+def _elections(args: argparse.Namespace) -> int:
+    names: list[str] | None = list(dict.fromkeys(args.names)) or None
+    with _connect(args, read_only=True) as conn:
+        found = insp.elections(conn.r, conn.keys, names)
+        namespace = conn.keys.namespace
+    if names is not None:
+        missing = sorted(set(names) - {e.name for e in found})
+        if missing:
+            raise InvalidArgument(
+                f"no election {', '.join(map(repr, missing))} in namespace {namespace!r} "
+                "(list them with 'fencing elections'; check --namespace and --url)"
+            )
+    if args.json:
+        _print_json([dataclasses.asdict(e) for e in found])
+        return 0
+    _print_elections(found, f"elections in namespace {namespace!r}: {len(found)}")
     return 0
 
 
@@ -509,18 +697,32 @@ def _release(args: argparse.Namespace) -> int:
 def _release_rows(
     conn: _Conn, group: str, resources: list[str], *, text: bool
 ) -> list[dict[str, Any]]:
-    validate_name("group", group)
+    validate_name("group", group, allow_reserved=True)
+    election = group == ELECTION_GROUP
+    if group == PRODUCER_GROUP:
+        raise InvalidArgument(
+            f"the rows of group {PRODUCER_GROUP!r} are partitions' exclusive-producer rows "
+            "(their token is the epoch): fence a topic's producers with 'fencing release "
+            "--producer TOPIC --yes'"
+        )
+    if group.startswith(RESERVED_PREFIX) and not election:
+        raise InvalidArgument(
+            f"group {group!r} is reserved for redis-fencing itself: of the reserved groups "
+            f"only {ELECTION_GROUP!r} (elections) can be released here"
+        )
     names = list(dict.fromkeys(resources))
     before = {res: insp.ownership_row(conn.r, conn.keys, group, res) for res in names}
     missing = [res for res, row in before.items() if row is None]
     if missing:
         # Claiming would create the row: a typo would leave a stray row behind.
+        listing = "fencing elections" if election else f"fencing owners {group}"
         raise InvalidArgument(
             f"no ownership row for {', '.join(map(repr, missing))} in group {group!r} "
             f"(namespace {conn.keys.namespace!r}); nothing was released. List the rows with "
-            f"'fencing owners {group}'"
+            f"'{listing}'"
         )
-    with conn.client.ownership(group, owner_id=OPERATOR_LABEL, ttl=_RELEASE_TTL) as owner:
+    owner = Ownership(conn.client, group, OPERATOR_LABEL, _RELEASE_TTL, _allow_reserved=election)
+    with owner:
         grants = owner.claim(names, generation=0)
         released = owner.release(names)
     results: list[dict[str, Any]] = []
@@ -546,7 +748,13 @@ def _release_rows(
         )
         if text:
             who = "no holder to sever"
-            if old.state != "free":
+            if old.state != "free" and election:
+                who = (
+                    f"severed {old.state} leader {old.label!r} (session {old.session[:8]}); "
+                    "its term ends (lost is set; Fenced at its next check or renewal); a "
+                    "waiting candidate, if any, is elected with a higher token"
+                )
+            elif old.state != "free":
                 who = (
                     f"severed {old.state} holder {old.label!r} (session {old.session[:8]}); "
                     "it gets Fenced at its next check, renew or fenced write"

@@ -4,7 +4,8 @@ Nothing here writes, creates or repairs anything, and nothing prints: each funct
 keys built by :mod:`fencing.keys` with plain commands (HGETALL, ZRANGE, XLEN, TIME, SCAN)
 and returns frozen dataclasses that :func:`dataclasses.asdict` turns into JSON-ready
 dicts. Leases are judged by the *server's* clock (one ``TIME`` read with each snapshot),
-never by the caller's (G7). ``fencing status`` and ``fencing owners`` print these.
+never by the caller's (G7). ``fencing status``, ``fencing owners`` and ``fencing elections``
+print these.
 
 >>> import redis
 >>> from fencing.keys import Keys
@@ -16,6 +17,7 @@ never by the caller's (G7). ``fencing status`` and ``fencing owners`` print thes
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +25,16 @@ from typing import Any
 import redis
 
 from .errors import InvalidArgument, UnknownTopic
-from .keys import Keys, validate_name, validate_resource
+from .keys import (
+    ELECTION_GROUP,
+    NAME_RE,
+    RESERVED_PREFIX,
+    Keys,
+    decode_resource,
+    encode_resource,
+    validate_name,
+    validate_resource,
+)
 from .protocol.producer import decode_pid_state
 from .protocol.topic import DEFAULT_PID_EXPIRY_MS
 from .text import text
@@ -34,6 +45,8 @@ _SCAN_COUNT = 500
 _PIPELINE_CHUNK = 64
 
 _MODES = {"x": "exclusive", "s": "shared", "": "none"}
+# The partition number of a consumer resource "<topic>/<p>", written as the library writes it.
+_PARTITION_RE = re.compile(r"0|[1-9][0-9]{0,8}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +204,10 @@ def topic_meta(r: redis.Redis, keys: Keys, topic: str, *, where: str = "") -> To
     row = _hash(r.hgetall(keys.topic_meta(name)))
     if not row:
         raise _unknown(keys, name, where or "no topic metadata")
+    return _topic_meta(name, row)
+
+
+def _topic_meta(name: str, row: dict[str, str]) -> TopicMeta:
     return TopicMeta(
         name=name,
         incarnation=row.get("inc", ""),
@@ -214,13 +231,7 @@ def topic_status(
     scripts treat them as gone even before they remove them).
     """
     meta = topic_meta(r, keys, topic, where=where)
-    wanted = list(range(meta.partitions)) if partitions is None else list(partitions)
-    for p in wanted:
-        if not 0 <= p < meta.partitions:
-            raise InvalidArgument(
-                f"topic {meta.name!r} has partitions 0 to {meta.partitions - 1}; there is no "
-                f"partition {p}"
-            )
+    wanted = _wanted(meta, partitions)
     now = 0
     out: list[PartitionStatus] = []
     for i in range(0, len(wanted), _PIPELINE_CHUNK):
@@ -247,6 +258,17 @@ def topic_status(
             part = replies[1 + j * per : 1 + (j + 1) * per]
             out.append(_partition(p, part, now))
     return TopicStatus(keys.namespace, meta, now or server_time_ms(r), out)
+
+
+def _wanted(meta: TopicMeta, partitions: Iterable[int] | None) -> list[int]:
+    wanted = list(range(meta.partitions)) if partitions is None else list(partitions)
+    for p in wanted:
+        if not 0 <= p < meta.partitions:
+            raise InvalidArgument(
+                f"topic {meta.name!r} has partitions 0 to {meta.partitions - 1}; there is no "
+                f"partition {p}"
+            )
+    return wanted
 
 
 def _partition(p: int, replies: Sequence[Any], now: int) -> PartitionStatus:
@@ -372,3 +394,359 @@ def owners(r: redis.Redis, keys: Keys, group: str) -> list[OwnerRow]:
             if row and resource is not None:
                 rows.append(_owner_row(group, resource, row, now))
     return sorted(rows, key=lambda row: row.resource)
+
+
+def topics(r: redis.Redis, keys: Keys) -> list[TopicMeta]:
+    """Every topic of the namespace (ready or still being created), sorted by name.
+
+    Found with ``SCAN MATCH <ns>:{*}:topic`` in bounded steps.
+    """
+    head, tail = f"{keys.namespace}:{{", "}:topic"
+    names: set[str] = set()
+    for raw in r.scan_iter(match=f"{head}*{tail}", count=_SCAN_COUNT):
+        key = text(raw)
+        name = key[len(head) : -len(tail)]
+        # Another key can match the pattern (an ownership row of a group called 'topic').
+        if NAME_RE.fullmatch(name) and keys.topic_meta(name) == key:
+            names.add(name)
+    found = sorted(names)
+    out: list[TopicMeta] = []
+    for i in range(0, len(found), _PIPELINE_CHUNK):
+        chunk = found[i : i + _PIPELINE_CHUNK]
+        pipe = r.pipeline(transaction=False)
+        for name in chunk:
+            pipe.hgetall(keys.topic_meta(name))
+        for name, reply in zip(chunk, pipe.execute(), strict=True):
+            row = _hash(reply)
+            if row:  # else deleted after the SCAN
+                out.append(_topic_meta(name, row))
+    return out
+
+
+# -- elections ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A candidate campaigning in an election (waiting to be elected), by server time.
+
+    ``lease_left_ms`` is what is left of its entry in the candidates' register; a campaign
+    refreshes it every third of its TTL, so an entry that runs out is a candidate that died.
+    """
+
+    label: str
+    session: str
+    lease_left_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionStatus:
+    """One election: its row (``"__election__"``, name) and its waiting candidates.
+
+    ``state`` is the row's state as in :class:`OwnerRow`: ``"live"`` (``leader`` leads; its
+    lease runs by server time), ``"lapsed"`` (the last leader's lease ended and nobody was
+    elected since) or ``"free"`` (resigned or released). ``leader`` is the leader's
+    ``candidate_id``, None unless the state is live; ``label`` and ``session`` name the
+    row's holder, lapsed or not. ``token`` is the fencing token of the current (or last)
+    term and ``since_ms`` when that term began (server ms, 0 if unknown).
+    ``candidate_count`` is exact; ``candidates`` lists at most :data:`LIST_LIMIT` of them.
+    """
+
+    name: str
+    state: str
+    leader: str | None
+    label: str
+    session: str
+    token: int
+    generation: int
+    since_ms: int
+    lease_left_ms: int
+    expires_ms: int
+    candidate_count: int
+    candidates: list[Candidate]
+
+
+def elections(
+    r: redis.Redis, keys: Keys, names: Iterable[str] | None = None
+) -> list[ElectionStatus]:
+    """Every election of the namespace, or those of ``names`` that exist; sorted by name.
+
+    Found with ``SCAN MATCH <ns>:{*}:own:__election__`` like :func:`owners`. A candidate
+    counts while its register entry's lease runs by server time.
+    """
+    if names is None:
+        pattern = keys.ownership_pattern(ELECTION_GROUP)
+        scanned = (
+            keys.ownership_resource(ELECTION_GROUP, text(k))
+            for k in r.scan_iter(match=pattern, count=_SCAN_COUNT)
+        )
+        found = sorted({name for name in scanned if name is not None})
+    else:
+        found = sorted({validate_name("election name", name) for name in names})
+    out: list[ElectionStatus] = []
+    for i in range(0, len(found), _PIPELINE_CHUNK):
+        chunk = found[i : i + _PIPELINE_CHUNK]
+        # The time first: the candidates' count needs it, and the rows are judged by it.
+        now = server_time_ms(r)
+        live = f"({now}"
+        pipe = r.pipeline(transaction=False)
+        for name in chunk:
+            register = keys.election_candidates(name)
+            pipe.hgetall(keys.ownership(ELECTION_GROUP, name))
+            pipe.zcount(register, live, "+inf")
+            pipe.zrangebyscore(register, live, "+inf", start=0, num=LIST_LIMIT, withscores=True)
+        replies = pipe.execute()
+        for j, name in enumerate(chunk):
+            row, count, listed = replies[3 * j : 3 * j + 3]
+            if row:  # else never created, or deleted after the SCAN
+                out.append(_election(name, _hash(row), int(count), listed, now))
+    return out
+
+
+def _election(
+    name: str, row: dict[str, str], count: int, listed: Sequence[Any], now: int
+) -> ElectionStatus:
+    base = _owner_row(ELECTION_GROUP, name, row, now)
+    candidates: list[Candidate] = []
+    for member, score in listed:
+        session, _, label = text(member).partition(" ")
+        candidates.append(Candidate(label, session, int(score) - now))
+    return ElectionStatus(
+        name=name,
+        state=base.state,
+        leader=base.label if base.state == "live" else None,
+        label=base.label,
+        session=base.session,
+        token=base.token,
+        generation=base.generation,
+        since_ms=_int(row.get("since")),
+        lease_left_ms=base.lease_left_ms,
+        expires_ms=base.expires_ms,
+        candidate_count=count,
+        candidates=sorted(candidates, key=lambda c: (c.label, c.session)),
+    )
+
+
+# -- consumer groups ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPartition:
+    """One partition of a topic as a consumer group sees it (like a row of
+    ``kafka-consumer-groups.sh --describe``).
+
+    ``committed_offset`` is the next offset the group reads (None: it never committed) and
+    ``committed_token`` the fencing token of the grant that committed it. ``lag`` is
+    ``next_offset - committed_offset``, or ``next_offset - start_offset`` when nothing was
+    committed (a consumer then starts at the first retained record): ``lag_from`` says
+    which, ``"committed"`` or ``"start"``. ``owner`` is the ownership row (group,
+    ``"<topic>/<p>"``), None if no member ever claimed the partition. ``note`` says what is
+    wrong, if anything: a committed offset trimmed away or past the end, or partition
+    metadata the server lost (``present`` False; the lag is then 0).
+    """
+
+    partition: int
+    present: bool
+    start_offset: int
+    next_offset: int
+    committed_offset: int | None
+    committed_token: int | None
+    lag: int
+    lag_from: str
+    owner: OwnerRow | None
+    note: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    """A consumer group on one topic: the partitions it committed offsets on or owns.
+
+    ``lag`` is the sum of those partitions' lags, ``owned`` how many of them have a live
+    owner by server time.
+    """
+
+    group: str
+    topic: str
+    lag: int
+    owned: int
+    partitions: list[GroupPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceStatus:
+    """Everything of a namespace at a glance: topics, elections and consumer groups."""
+
+    namespace: str
+    server_time_ms: int
+    topics: list[TopicMeta]
+    elections: list[ElectionStatus]
+    groups: list[GroupStatus]
+
+
+def consumer_groups(
+    r: redis.Redis,
+    keys: Keys,
+    topic: str,
+    partitions: Iterable[int] | None = None,
+    *,
+    where: str = "",
+) -> list[GroupStatus]:
+    """The consumer groups of a topic, sorted by group: every group with a committed offset
+    or an ownership row on one of ``partitions`` (all by default). Read-only.
+
+    A group's rows are (group, ``"<topic>/<p>"``), found with one ``SCAN MATCH
+    <ns>:{<topic>/*}:own:*``; committed offsets are read from each partition's hash.
+    Groups whose names start with ``__`` (the library's own rows) are not consumer groups.
+    """
+    meta = topic_meta(r, keys, topic, where=where)
+    wanted = _wanted(meta, partitions)
+    pattern = f"{keys.namespace}:{{{encode_resource(meta.name)}/*}}:own:*"
+    rows = _consumer_rows(r, keys, pattern)
+    return _groups(r, keys, meta, wanted, rows)
+
+
+def namespace_status(r: redis.Redis, keys: Keys) -> NamespaceStatus:
+    """The topics, elections and consumer groups (of every ready topic) of a namespace."""
+    now = server_time_ms(r)
+    metas = topics(r, keys)
+    rows = _consumer_rows(r, keys, f"{keys.namespace}:{{*}}:own:*")
+    groups: list[GroupStatus] = []
+    for meta in metas:
+        if meta.ready:
+            groups.extend(_groups(r, keys, meta, range(meta.partitions), rows))
+    groups.sort(key=lambda g: (g.group, g.topic))
+    return NamespaceStatus(keys.namespace, now, metas, elections(r, keys), groups)
+
+
+def _consumer_rows(r: redis.Redis, keys: Keys, pattern: str) -> dict[tuple[str, int], set[str]]:
+    """The groups with an ownership row on a resource ``"<topic>/<p>"``, per (topic, p)."""
+    found: dict[tuple[str, int], set[str]] = {}
+    for raw in r.scan_iter(match=pattern, count=_SCAN_COUNT):
+        parsed = _consumer_row_key(keys, text(raw))
+        if parsed is not None:
+            group, topic, partition = parsed
+            found.setdefault((topic, partition), set()).add(group)
+    return found
+
+
+def _consumer_row_key(keys: Keys, key: str) -> tuple[str, str, int] | None:
+    head = keys.namespace + ":{"
+    if not key.startswith(head):
+        return None
+    # An encoded resource holds no braces: the first '}' closes the tag.
+    encoded, sep, group = key[len(head) :].partition("}:own:")
+    if not sep or not encoded or ":" in encoded or not NAME_RE.fullmatch(group):
+        return None
+    if group.startswith(RESERVED_PREFIX):  # producer and election rows
+        return None
+    try:
+        resource = decode_resource(encoded)
+    except ValueError:
+        return None
+    topic, slash, number = resource.rpartition("/")
+    if not (slash and NAME_RE.fullmatch(topic) and _PARTITION_RE.fullmatch(number)):
+        return None
+    if keys.ownership(group, resource) != key:
+        return None
+    return group, topic, int(number)
+
+
+def _groups(
+    r: redis.Redis,
+    keys: Keys,
+    meta: TopicMeta,
+    wanted: Iterable[int],
+    rows: dict[tuple[str, int], set[str]],
+) -> list[GroupStatus]:
+    parts = list(wanted)
+    per_group: dict[str, list[GroupPartition]] = {}
+    for i in range(0, len(parts), _PIPELINE_CHUNK):
+        chunk = parts[i : i + _PIPELINE_CHUNK]
+        pipe = r.pipeline(transaction=False)
+        pipe.time()
+        owners_of: dict[int, list[str]] = {}
+        for p in chunk:
+            pk = keys.partition(meta.name, p)
+            pipe.hmget(pk.meta, ["inc", "start", "next"])
+            pipe.hgetall(pk.committed)
+            owners_of[p] = sorted(rows.get((meta.name, p), ()))
+            for group in owners_of[p]:
+                pipe.hgetall(keys.ownership(group, pk.resource))
+        replies = iter(pipe.execute())
+        seconds, micros = next(replies)
+        now = int(seconds) * 1000 + int(micros) // 1000
+        for p in chunk:
+            inc, start, end = (None if v is None else text(v) for v in next(replies))
+            committed = _hash(next(replies))
+            owned = {group: _hash(next(replies)) for group in owners_of[p]}
+            groups = {g for g in committed if NAME_RE.fullmatch(g)} | {
+                g for g, row in owned.items() if row
+            }
+            for group in groups:
+                row = owned.get(group)
+                per_group.setdefault(group, []).append(
+                    _group_partition(
+                        p,
+                        present=inc is not None,
+                        start=_int(start),
+                        end=_int(end),
+                        committed=committed.get(group),
+                        token=committed.get(group + "#t"),
+                        owner=_owner_row(group, f"{meta.name}/{p}", row, now) if row else None,
+                    )
+                )
+    out: list[GroupStatus] = []
+    for group in sorted(per_group):
+        listed = sorted(per_group[group], key=lambda gp: gp.partition)
+        out.append(
+            GroupStatus(
+                group=group,
+                topic=meta.name,
+                lag=sum(gp.lag for gp in listed),
+                owned=sum(1 for gp in listed if gp.owner is not None and gp.owner.state == "live"),
+                partitions=listed,
+            )
+        )
+    return out
+
+
+def _group_partition(
+    p: int,
+    *,
+    present: bool,
+    start: int,
+    end: int,
+    committed: str | None,
+    token: str | None,
+    owner: OwnerRow | None,
+) -> GroupPartition:
+    offset = None if committed is None else _int(committed)
+    note = None
+    if not present:
+        note = (
+            "partition metadata missing: the server lost state (every handle on the "
+            "partition raises StateLost)"
+        )
+    elif offset is not None and offset > end:
+        note = (
+            f"committed offset {offset} is past the end ({end}): the partition went back in "
+            "history; the group's consumers raise StateLost"
+        )
+    elif offset is not None and offset < start:
+        note = (
+            f"committed offset {offset} was trimmed away: the group resumes at the first "
+            f"retained offset {start}"
+        )
+    lag = 0 if not present else end - (start if offset is None else offset)
+    return GroupPartition(
+        partition=p,
+        present=present,
+        start_offset=start,
+        next_offset=end,
+        committed_offset=offset,
+        committed_token=None if token is None else _int(token),
+        lag=lag,
+        lag_from="start" if offset is None else "committed",
+        owner=owner,
+        note=note,
+    )

@@ -5,6 +5,7 @@
   KEYS[1]  the ownership row (hash)
   KEYS[2]  the candidates of an election (sorted set: member -> lease expiry in server ms);
            a key that does not exist counts no candidates
+  ARGV     none
 
   Returns {holder_label, token, generation, since_ms, expires_ms, now_ms, incarnation,
     candidates}: holder_label is '' when nobody holds it (never claimed, released, or the

@@ -42,7 +42,24 @@ def claim_error(r: redis.Redis, key: str, session: str, **kwargs: Any) -> str:
 
 
 def row(r: redis.Redis, key: str) -> dict[str, str]:
-    return r.hgetall(key)  # type: ignore[return-value]
+    """The row without 'since' (the term's start, tested on its own below)."""
+    fields: dict[str, str] = r.hgetall(key)  # type: ignore[assignment]
+    fields.pop("since", None)
+    return fields
+
+
+def test_since_is_the_server_time_of_a_grant_to_a_new_session_and_kept_by_renewals(
+    r: redis.Redis, key: str
+) -> None:
+    first = claim(r, key, "s1")
+    since = int(r.hget(key, "since") or 0)
+    assert since == int(first[4])  # now_ms of the grant
+    kept = claim(r, key, "s1")
+    assert kept[0] == "kept"
+    assert int(r.hget(key, "since") or 0) == since
+    r.hset(key, "expires", 0)
+    second = claim(r, key, "s2")
+    assert int(r.hget(key, "since") or 0) == int(second[4]) >= since
 
 
 def expected_row(
