@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 #: first retained record if the group never committed), "earliest", "latest" or an offset.
 Start = int | str
 
+#: The largest offset (2**53 - 1: what the scripts' numbers hold exactly).
+MAX_OFFSET = 2**53 - 1
 #: A blocking poll over several partitions waits on each in turn for this long (seconds).
 _MULTI_STEP = 0.05
 _ITER_BLOCK_MS = 1_000
@@ -126,8 +128,8 @@ class Consumer(ProcessBound):
                 first, end = topic.offsets(p)
                 if not first <= start <= end:
                     raise protocol.topic.out_of_range(self._keys[p], start, first, end)
-        self._owner.claim(list(self._resources.values()), wait=wait, timeout=timeout)
         try:
+            self._owner.claim(list(self._resources.values()), wait=wait, timeout=timeout)
             for p in self._parts:
                 self._readers[p] = topic.reader(p, self._start_of(p, start))
             self._renewal = topic._client._keeper.schedule(self.ttl / 3.0, self._renew)
@@ -164,7 +166,7 @@ class Consumer(ProcessBound):
             return records
         deadline = time.monotonic() + block / 1000.0
         if len(self._parts) == 1:
-            return self._readers[self._parts[0]].read(count, block)
+            return self._after_block(self._readers[self._parts[0]].read(count, block))
         while True:
             # Partitions live in different slots (a cluster cannot block on them together):
             # wait on each in turn, briefly.
@@ -175,7 +177,7 @@ class Consumer(ProcessBound):
                 step = max(1, int(min(left, _MULTI_STEP) * 1000))
                 records = self._readers[p].read(count, step)
                 if records:
-                    return records
+                    return self._after_block(records)
 
     def commit(self, offsets: Mapping[int, int] | None = None) -> dict[int, int]:
         """Commit offsets (the next offset to read, per partition); returns what was
@@ -198,6 +200,11 @@ class Consumer(ProcessBound):
             wanted = {}
             for p, o in offsets.items():
                 wanted[self._owned(p)] = check_int("offset", o)
+                if wanted[p] > MAX_OFFSET:
+                    raise InvalidArgument(
+                        f"offset {o} of partition {p} is beyond any offset a partition can "
+                        f"reach ({MAX_OFFSET})"
+                    )
             if not wanted:
                 raise InvalidArgument("offsets must not be empty: leave it None to commit all")
         done: dict[int, int] = {}
@@ -212,6 +219,7 @@ class Consumer(ProcessBound):
                 grant=grant,
                 partition_incarnation=self.topic.incarnation_of(p),
                 offset=wanted[p],
+                seen_next=self.topic.seen_next(p),
             )
             try:
                 done[p] = self._owner._driver().execute(call, self._owner._budget)
@@ -320,6 +328,20 @@ class Consumer(ProcessBound):
             )
             return first
         return committed
+
+    def _after_block(self, records: list[Record]) -> list[Record]:
+        """Records that arrived while blocked are returned only if every grant still holds
+        now: a member superseded during the wait never sees what its successor processes
+        (its position is put back, so nothing is skipped if it is told late)."""
+        if records:
+            try:
+                self._check_all()
+            except FencingError:
+                first = records[0]
+                assert first.partition is not None and first.offset is not None
+                self._readers[first.partition].seek_unchecked(first.offset)
+                raise
+        return records
 
     def _check_all(self) -> None:
         for p in self._parts:

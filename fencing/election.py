@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import protocol
+from . import forks, protocol
 from .errors import (
     Fenced,
     FencingError,
@@ -38,16 +38,20 @@ from .keys import ELECTION_GROUP, validate_label, validate_name
 from .ownership import RECHECK_INTERVAL, Ownership, validate_ttl
 from .process import ProcessBound
 from .protocol.election import ElectionKeys
+from .protocol.ownership import Seen
 
 if TYPE_CHECKING:
     from .client import Client
     from .keeper import Task
+    from .retry import RetryBudget
 
 log = logging.getLogger(__name__)
 
 #: The exit status of a process whose election was made with ``exit_on_loss=True`` when it
 #: loses a term it did not give up itself (EX_SOFTWARE).
 EXIT_ON_LOSS_STATUS = 70
+#: observe() bounds each read as if under a lease this long (seconds).
+OBSERVE_READ_TTL = 1.0
 #: The smallest retry period: renewals more often than this only load the server.
 MIN_RETRY_PERIOD = 0.01
 
@@ -90,6 +94,39 @@ def _callback(value: object, name: str) -> Callback | None:
     return value
 
 
+class LostEvent(threading.Event):
+    """``Leadership.lost``: a ``threading.Event`` that also reads as set once the renew
+    deadline has passed, even before the timer thread got to run (a process resumed from a
+    pause sees it set at its very first look), and whose ``wait`` ends at the deadline."""
+
+    def __init__(self, term: Leadership) -> None:
+        super().__init__()
+        self._term = term
+
+    def is_set(self) -> bool:
+        if super().is_set():
+            return True
+        if time.monotonic() >= self._term._deadline:
+            self._term._lose(self._term._deadline_error())
+            super().set()
+            return True
+        return False
+
+    isSet = is_set  # noqa: N815 - threading.Event's old alias
+
+    def wait(self, timeout: float | None = None) -> bool:
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            now = time.monotonic()
+            bound = self._term._deadline - now
+            if end is not None:
+                bound = min(bound, end - now)
+            if super().wait(max(0.0, bound)) or self.is_set():
+                return True
+            if end is not None and time.monotonic() >= end:
+                return False
+
+
 class Leadership:
     """One term this process holds. Made by :meth:`Election.campaign`; never built by hand.
 
@@ -111,10 +148,14 @@ class Leadership:
         #: When the term began, in seconds since the epoch by the server's clock.
         self.term_started = (grant.lease_expires_ms - owner._ttl_ms) / 1000.0
         #: Set when the term ends here; never cleared.
-        self.lost = threading.Event()
+        self._deadline = sent + election.renew_deadline
+        self.lost: threading.Event = LostEvent(self)
         self._owner = owner
         self._cond = threading.Condition()
-        self._deadline = sent + election.renew_deadline
+        #: Set once on_elected has returned: on_revoked never runs before it.
+        self._elected = threading.Event()
+        self._finisher: threading.Thread | None = None
+        forks.register(self)
         self._pending: FencingError | None = None
         self._ended = False
         self._reason: FencingError | None = None
@@ -131,7 +172,7 @@ class Leadership:
     @property
     def reason(self) -> FencingError | None:
         """Why the term ended (None while it lasts)."""
-        return self._reason
+        return self._ended_reason() if self.lost.is_set() else None
 
     def check(self) -> Grant:
         """Confirm, by server time, that this term still holds.
@@ -142,20 +183,23 @@ class Leadership:
         Every failure also ends the term here (``lost`` is set, ``on_revoked`` runs).
         """
         self.election._check_process()
-        if self._reason is not None:
-            raise self._reason
+        if self.lost.is_set():
+            raise self._ended_reason()
         try:
             grant = self._owner.check(self.election.name)
         except (Fenced, StateLost, LeaseExpired) as exc:
+            if self.lost.is_set():
+                raise self._ended_reason() from exc
             self._lose(exc)
-            self._finished.wait(self.election.ttl)
             raise
-        if time.monotonic() >= self._deadline:
-            # The timer is about to step down (or is doing it): the term is over here.
-            self._lose(self._deadline_error())
-            self._finished.wait(self.election.ttl)
-            raise self._reason or self._deadline_error()
+        if self.lost.is_set():
+            # Ended while the call was out (resigned, superseded, or past the deadline).
+            raise self._ended_reason()
         return grant
+
+    def _ended_reason(self) -> FencingError:
+        with self._cond:
+            return self._reason or self._pending or self._deadline_error()
 
     def resign(self) -> None:
         """End the term now: ``lost`` is set, ``on_revoked`` runs, the row is released and
@@ -202,7 +246,9 @@ class Leadership:
 
     def _renew_loop(self) -> None:
         election = self.election
-        while not self.lost.wait(election.retry_period):
+        while not threading.Event.wait(self.lost, election.retry_period):
+            if self.lost.is_set():
+                return
             sent = time.monotonic()
             try:
                 self._owner.renew(election.name)
@@ -253,41 +299,58 @@ class Leadership:
                 )
             )
 
+    def _after_fork_in_child(self) -> None:
+        # The term is the parent's: in the child it is over (its loop must not run on).
+        threading.Event.set(self.lost)
+        self._ended = True
+
     def _finish(self, reason: FencingError, *, resign: bool) -> None:
+        me = threading.current_thread()
         with self._cond:
             if self._ended:
                 ended_here = False
             else:
                 self._ended = ended_here = True
                 self._reason = reason
+                self._finisher = me
             self._cond.notify_all()
         if not ended_here:
-            if threading.current_thread() is not self._timer:
+            if me is not self._timer and me is not self._finisher:
                 self._finished.wait(self.election.ttl)
             return
+        election = self.election
+        threading.Event.set(self.lost)
+        escaped: BaseException | None = None
         try:
-            self.lost.set()
-            election = self.election
+            if me is self._timer:
+                # on_revoked never runs before on_elected returned.
+                self._elected.wait()
             if election.on_revoked is not None:
                 try:
                     election.on_revoked(self)
-                except Exception:
+                except BaseException as exc:
                     log.exception("redis-fencing: election %r: on_revoked failed", election.name)
+                    if not isinstance(exc, Exception):
+                        escaped = exc  # SystemExit, KeyboardInterrupt: raised after the release
             if not resign:
                 log.warning("redis-fencing: election %r: %s", election.name, reason)
-                if election.exit_on_loss:
+        finally:
+            try:
+                if not resign and election.exit_on_loss:
                     log.critical(
                         "redis-fencing: election %r: leadership lost; exiting (exit_on_loss)",
                         election.name,
                     )
                     os._exit(EXIT_ON_LOSS_STATUS)
-            # Release (a no-op when superseded) so that waiting candidates are woken now
-            # rather than at the end of the lease; then tell observers.
-            self._owner.close()
-            election._publish_change(f"ended {self.token}")
-            election._term_ended(self)
-        finally:
-            self._finished.set()
+                # Release (a no-op when superseded) so that waiting candidates are woken now
+                # rather than at the end of the lease; then tell observers.
+                self._owner.close()
+                election._publish_change(f"ended {self.token}")
+                election._term_ended(self)
+            finally:
+                self._finished.set()
+        if escaped is not None and me is not self._timer:
+            raise escaped
 
 
 class Election(ProcessBound):
@@ -357,9 +420,15 @@ class Election(ProcessBound):
         self.exit_on_loss = exit_on_loss
         self._keys = ElectionKeys.of(client.keys, self.name)
         self._budget = client._budget_for_ttl(self.ttl)
+        #: observe() reads with a short budget, so close() ends it within about a second
+        #: even while Redis does not answer (a read is safe to give up on and repeat).
+        self._observe_budget = client._budget_for_ttl(min(self.ttl, OBSERVE_READ_TTL))
         self._lock = threading.Lock()
         self._terms: list[Leadership] = []
         self._observers: list[threading.Event] = []
+        self._waiting: list[Ownership] = []
+        #: The row's incarnation and the highest token this handle saw (G9 across terms).
+        self._seen: Seen | None = None
         self._closed = threading.Event()
         self._bind_process()
 
@@ -387,7 +456,12 @@ class Election(ProcessBound):
     def leader(self) -> LeaderInfo | None:
         """Who leads now by server time, or None (nobody, or the last lease lapsed)."""
         self._ready()
-        view = self._peek()
+        return self._leader(self._budget)
+
+    def _leader(self, budget: RetryBudget) -> LeaderInfo | None:
+        view = self._peek(budget)
+        if view.incarnation:
+            self._saw(view.incarnation, view.token)
         if not view.holder_label:
             return None
         return LeaderInfo(
@@ -430,7 +504,7 @@ class Election(ProcessBound):
             while not self._closed.is_set():
                 wake.clear()
                 try:
-                    info = self.leader()
+                    info = self._leader(self._observe_budget)
                 except Unavailable as exc:
                     log.warning("redis-fencing: observing election %r: %s", self.name, exc)
                     wake.wait(RECHECK_INTERVAL)
@@ -466,8 +540,11 @@ class Election(ProcessBound):
         with self._lock:
             terms = list(self._terms)
             observers = list(self._observers)
+            waiting = list(self._waiting)
         for wake in observers:
             wake.set()
+        for owner in waiting:
+            owner._cancel_wait()
         for term in terms:
             term.resign()
 
@@ -485,14 +562,12 @@ class Election(ProcessBound):
     def _ready(self) -> None:
         self._check_process()
         if self._closed.is_set():
-            raise InvalidArgument(
-                "this election handle is closed: open a new one with client.election(...)"
-            )
+            raise self._closed_error()
 
-    def _peek(self) -> protocol.election.RowView:
+    def _peek(self, budget: RetryBudget | None = None) -> protocol.election.RowView:
+        budget = budget or self._budget
         call = protocol.election.peek(self._keys.target.key, self._keys.candidates)
-        driver = self._client._driver(self._budget.timeout)
-        return driver.execute(call, self._budget)
+        return self._client._driver(budget.timeout).execute(call, budget)
 
     def _register(self, session: str, ttl_ms: int) -> None:
         call = protocol.election.candidate(
@@ -503,7 +578,20 @@ class Election(ProcessBound):
     def _win(self, timeout: float | None) -> Leadership:
         self._ready()
         if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise InvalidArgumentType(
+                    f"timeout must be None or seconds, got {type(timeout).__name__}"
+                )
             timeout = _seconds(timeout, "timeout") if timeout != 0 else 0.0
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            term = self._try_win(deadline)
+            if term is not None:
+                return term
+
+    def _try_win(self, deadline: float | None) -> Leadership | None:
+        """One campaign with a session of its own; None when the grant came too late to
+        be used (no time left before its renew deadline): campaign again."""
         holder: list[Leadership] = []
 
         def severed(grant: Grant, new_token: int) -> None:
@@ -518,38 +606,77 @@ class Election(ProcessBound):
             on_severed=severed,
             _allow_reserved=True,
         )
+        with self._lock:
+            if self._closed.is_set():
+                raise self._closed_error()
+            seen = self._seen
+            self._waiting.append(owner)
+        if seen is not None:
+            owner._seen[self.name] = seen  # G9 across terms: a token never goes back
         ttl_ms = owner._ttl_ms
         refresh: Task | None = None
         try:
             self._register(owner.session, ttl_ms)
 
             def keep_registered() -> bool:
+                if owner._cancelled.is_set():
+                    return False
                 self._register(owner.session, ttl_ms)
                 return True
 
             refresh = self._client._keeper.schedule(self.ttl / 3, keep_registered)
-            grant = owner.claim(self.name, wait=True, timeout=timeout)[self.name]
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            grant = owner.claim(self.name, wait=True, timeout=left)[self.name]
         except BaseException:
             owner.close()
             raise
         finally:
+            owner._cancelled.set()
             if refresh is not None:
                 refresh.cancel()
+            with self._lock:
+                if owner in self._waiting:
+                    self._waiting.remove(owner)
             with contextlib.suppress(FencingError):
                 self._register(owner.session, 0)
-        term = Leadership(self, owner, grant, owner._last_claim_sent)
+        self._saw(grant.incarnation, grant.token)
+        sent = owner._last_claim_sent
+        if time.monotonic() >= sent + self.renew_deadline:
+            # The claim's retries outlasted the renew deadline: this term could not be
+            # used safely. Give it back and campaign again (never announced, never held).
+            owner.close()
+            return None
+        term = Leadership(self, owner, grant, sent)
         holder.append(term)
         with self._lock:
+            if self._closed.is_set():
+                owner.close()
+                raise self._closed_error()
             self._terms.append(term)
         term._start()
         self._publish_change(f"elected {grant.token}")
-        if self.on_elected is not None:
-            try:
+        try:
+            if self.on_elected is not None:
                 self.on_elected(term)
-            except BaseException:
-                term.resign()
-                raise
+        except BaseException:
+            term._elected.set()
+            term.resign()
+            raise
+        term._elected.set()
         return term
+
+    def _saw(self, incarnation: str, token: int) -> None:
+        with self._lock:
+            if self._seen is None or self._seen.incarnation != incarnation:
+                if self._seen is None or token >= self._seen.token:
+                    self._seen = Seen(incarnation, token)
+            elif token > self._seen.token:
+                self._seen = Seen(incarnation, token)
+
+    def _closed_error(self) -> InvalidArgument:
+        return InvalidArgument(
+            "this election handle is closed: open a new one with client.election(...)"
+        )
 
     def _publish_change(self, message: str) -> None:
         # Only makes observers prompt: they re-check by server time anyway.

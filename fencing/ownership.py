@@ -22,6 +22,7 @@ from .errors import (
     FencingError,
     InvalidArgument,
     InvalidArgumentType,
+    OutcomeUnknown,
     OwnershipConflict,
     StateLost,
     Unavailable,
@@ -148,6 +149,9 @@ class Ownership(ProcessBound):
         #: time.monotonic() just before the last claim attempt was sent: a lease granted by
         #: it runs at least ttl from then (elections time their renew deadline from it).
         self._last_claim_sent = 0.0
+        #: Set to make a waiting claim give up (an election closed while it campaigns).
+        self._cancelled = threading.Event()
+        self._wait_sub: Subscription | None = None
         self._bind_process()
 
     # -- public ------------------------------------------------------------------------------
@@ -190,14 +194,22 @@ class Ownership(ProcessBound):
         self._ensure_session_subscription()
         taken: list[Grant] = []
         result: dict[str, Grant] = {}
+        current: Target | None = None
         try:
             for target in self._ordered(names):
+                current = target
                 grant = self._claim_one(target, gen, wait=wait, deadline=deadline)
+                current = None
                 result[target.resource] = grant
                 if grant.new:
                     taken.append(grant)
-        except BaseException:
+        except BaseException as exc:
             self._undo(taken)
+            if current is not None and not _definitive(exc):
+                # The claim may have been applied with its reply lost (or the caller was
+                # interrupted): give back what this session may hold, or it would stay held,
+                # by nobody, until its lease lapses.
+                self._abandon(current)
             raise
         return result
 
@@ -374,7 +386,9 @@ class Ownership(ProcessBound):
 
         try:
             grant = attempt()
-        except OwnershipConflict:
+        except (OwnershipConflict, Unavailable):
+            # A waiting claim also waits out an outage (the same session claims again, so
+            # one that landed unseen comes back "kept").
             if not wait:
                 raise
             grant = self._wait_for(target, attempt, deadline)
@@ -396,17 +410,53 @@ class Ownership(ProcessBound):
         # subscription cannot be missed. Then sleep until the holder's lease ends by server
         # time (told by the refusal) or a release notification arrives.
         with self._client._notifications.subscribe(target.released_channel) as sub:
-            while True:
-                try:
-                    return attempt()
-                except OwnershipConflict as conflict:
-                    pause = min(conflict.remaining + 0.002, RECHECK_INTERVAL)
+            self._wait_sub = sub
+            try:
+                while True:
+                    if self._cancelled.is_set():
+                        raise InvalidArgument("the wait was cancelled: the handle was closed")
+                    try:
+                        return attempt()
+                    except OwnershipConflict as conflict:
+                        pause = min(conflict.remaining + 0.002, RECHECK_INTERVAL)
+                        error: FencingError = conflict
+                    except Unavailable as outage:
+                        # Waiting outlasts a short outage: the same session claims again,
+                        # so a claim that landed unseen comes back as "kept".
+                        log.warning("redis-fencing: waiting for %r: %s", target.resource, outage)
+                        pause = min(self._budget.deadline, RECHECK_INTERVAL)
+                        error = outage
                     if deadline is not None:
                         left = deadline - time.monotonic()
                         if left <= 0:
-                            raise
+                            raise error
                         pause = min(pause, left)
                     sub.wait(pause)
+            finally:
+                self._wait_sub = None
+
+    def _cancel_wait(self) -> None:
+        """Make a waiting claim of this handle give up now (from another thread)."""
+        self._cancelled.set()
+        sub = self._wait_sub
+        if sub is not None:
+            sub._event.set()
+
+    def _abandon(self, target: Target) -> None:
+        """Best effort, after a claim whose outcome is unknown: release the row if this
+        session holds it (the session is unique to this handle, so no token is needed)."""
+        with self._lock:
+            self._grants.pop(target.resource, None)
+        call = protocol.ownership.release(target, session=self.session, grant=None)
+        try:
+            self._driver().execute(call, self._budget)
+        except FencingError:
+            log.warning(
+                "redis-fencing: could not give back %r after a failed claim; its lease "
+                "lapses in %.3fs",
+                target.resource,
+                self.ttl,
+            )
 
     def _undo(self, taken: list[Grant]) -> None:
         for grant in taken:
@@ -447,6 +497,12 @@ class Ownership(ProcessBound):
                 self.severed.set()
                 if self.on_severed is not None:
                     self.on_severed(grant, int(new_token))
+
+
+def _definitive(exc: BaseException) -> bool:
+    """Whether a failed claim certainly left the row as it was (a refusal by the script, or
+    bad input), as opposed to a lost reply, an outage or an interruption."""
+    return isinstance(exc, FencingError) and not isinstance(exc, OutcomeUnknown)
 
 
 def _first(errors: list[FencingError]) -> FencingError:

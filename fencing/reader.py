@@ -71,6 +71,10 @@ class Reader:
             raise protocol.topic.out_of_range(self._pk, position, start, end)
         self._position = position
 
+    def seek_unchecked(self, offset: int) -> None:
+        """Put the position back to an offset this reader already read from (no I/O)."""
+        self._position = offset
+
     def read(self, max_records: int = 100, block_ms: int | None = None) -> list[Record]:
         """Up to ``max_records`` records from the current position.
 

@@ -12,11 +12,13 @@
   ARGV[4]  part_inc    incarnation of the partition the member opened
   ARGV[5]  group       the consumer group
   ARGV[6]  offset      the next offset to read (0 <= offset <= the partition's next offset)
+  ARGV[7]  seen_next   the highest next offset the member saw on the partition (G9)
 
   Returns {offset, now_ms}.
   Errors: FENCED (another session was granted since, or the grant was released),
     LEASE_EXPIRED (lapsed by server time, nobody else granted yet: renew to continue),
-    STATE_LOST (G9: the row or the partition is gone or was recreated),
+    STATE_LOST (G9: the row or the partition is gone, was recreated, or went back below
+      an offset the member saw),
     OFFSET_OUT_OF_RANGE (past the partition's next offset), WRONG_TYPE, BAD_ARGUMENT.
 ]]
 --- @include "common"
@@ -25,6 +27,10 @@
 local session, token = ARGV[1], int_arg(ARGV[2])
 local own_inc, part_inc, group = ARGV[3], ARGV[4], ARGV[5]
 local offset = int_arg(ARGV[6])
+local seen_next = int_arg(ARGV[7])
+if seen_next == nil or seen_next < 0 then
+  return fail(E.BAD_ARGUMENT, 'seen_next', ARGV[7])
+end
 if token == nil then
   return fail(E.BAD_ARGUMENT, 'token', ARGV[2])
 end
@@ -52,6 +58,9 @@ if v[1] ~= part_inc then
   return fail(E.STATE_LOST, 'incarnation', part_inc, v[1])
 end
 local next_offset = tonumber(v[2] or '0')
+if next_offset < seen_next then
+  return fail(E.STATE_LOST, 'offset', seen_next, next_offset)
+end
 if offset > next_offset then
   return fail(E.OFFSET_OUT_OF_RANGE, offset, tonumber(v[3] or '0'), next_offset)
 end

@@ -4,7 +4,8 @@
 
   KEYS[1]  the ownership row (hash)
   ARGV[1]  session      the caller's session id
-  ARGV[2]  token        the token of the caller's grant
+  ARGV[2]  token        the token of the caller's grant; '' releases whatever this session
+                        holds (after a claim whose reply was lost: the session is unique)
   ARGV[3]  released_ch  channel to tell waiters that the resource is free
 
   Returns 1 if released, 0 if the caller did not hold it (already severed, released, or the
@@ -16,16 +17,17 @@
 
 local key = KEYS[1]
 local session, token = ARGV[1], int_arg(ARGV[2])
-if token == nil then
+local any_token = ARGV[2] == ''
+if token == nil and not any_token then
   return fail(E.BAD_ARGUMENT, 'token', ARGV[2])
 end
 local released_ch = ARGV[3]
 
 local row, bad = load_row(key)
 if bad then return bad end
-if row == nil or row.session ~= session or row.token ~= token then
+if row == nil or row.session ~= session or (not any_token and row.token ~= token) then
   return 0
 end
 redis.call('HSET', key, 'session', '', 'expires', 0)
-notify(released_ch, 'released ' .. token)
+notify(released_ch, 'released ' .. row.token)
 return 1

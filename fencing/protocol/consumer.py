@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import FencingError
+from ..errors import FencingError, WrongKeyType
 from ..grant import Grant
 from ..keys import PartitionKeys
 from ..lua_loader import script
@@ -22,6 +22,7 @@ def commit(
     grant: Grant,
     partition_incarnation: str,
     offset: int,
+    seen_next: int,
 ) -> ScriptCall[int]:
     """Store ``offset`` as ``target.group``'s committed offset of one partition, iff the
     caller's grant on that partition's row is still the current one."""
@@ -31,7 +32,11 @@ def commit(
     def convert(reply: ErrorReply) -> FencingError:
         # STATE_LOST names the incarnation it expected: the partition's or the grant's.
         partition_side = reply.code == "OFFSET_OUT_OF_RANGE" or (
-            reply.code == "STATE_LOST" and reply.fields.get("seen") == partition_incarnation
+            reply.code == "STATE_LOST"
+            and (
+                reply.fields.get("seen") == partition_incarnation
+                or reply.fields.get("reason") == "offset"
+            )
         )
         error: FencingError = part_errors(reply) if partition_side else own_errors(reply)
         return error
@@ -46,9 +51,13 @@ def commit(
             partition_incarnation,
             target.group,
             offset,
+            seen_next,
         ),
         parse=lambda reply: int(reply[0]),
         error=convert,
+        # A retry refused after a lost reply (a takeover in between) may follow a commit
+        # that was applied: report OutcomeUnknown, not "Fenced, nothing written".
+        ambiguous_after_retry=True,
     )
 
 
@@ -58,6 +67,19 @@ def committed(pk: PartitionKeys, group: str) -> ReadCall[int | None]:
 
     def parse(replies: list[Any]) -> int | None:
         value = replies[0]
-        return None if value is None else int(value)
+        if value is None:
+            return None
+        try:
+            offset = int(value)
+        except ValueError:
+            offset = -1
+        if offset < 0:
+            raise WrongKeyType(
+                f"field {group!r} of {pk.committed!r} holds {value!r}, not a committed offset: "
+                "another program wrote there; remove the field to start the group afresh",
+                key=pk.committed,
+                key_type="hash",
+            )
+        return offset
 
     return ReadCall(commands=(command,), parse=parse)

@@ -194,12 +194,13 @@ def check(target: Target, *, session: str, grant: Grant) -> ScriptCall[Lease]:
     )
 
 
-def release(target: Target, *, session: str, grant: Grant) -> ScriptCall[bool]:
-    """Release a grant; True if it was still this session's."""
+def release(target: Target, *, session: str, grant: Grant | None) -> ScriptCall[bool]:
+    """Release a grant; True if it was still this session's. ``grant=None`` releases
+    whatever this session holds of the row (after a claim whose outcome is unknown)."""
     return ScriptCall(
         script=script("release"),
         keys=(target.key,),
-        args=(session, grant.token, target.released_channel),
+        args=(session, "" if grant is None else grant.token, target.released_channel),
         parse=lambda reply: int(reply) == 1,
         error=_errors(target),
     )
