@@ -206,6 +206,12 @@ class Leadership:
         waiting candidates are woken. Idempotent; leaving the campaign block calls it."""
         if not self.election._in_own_process():
             return
+        if self.lost.is_set():
+            # Lost before the resign (a takeover, the deadline): that loss is what ended
+            # the term, whichever thread gets here first: on_revoked sees it, and
+            # exit_on_loss applies.
+            self._finish(self._ended_reason(), resign=False)
+            return
         self._finish(
             Fenced(
                 f"the term of token {self.token} in election {self.election.name!r} was "
