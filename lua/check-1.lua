@@ -22,13 +22,7 @@ local seen_inc = ARGV[3]
 
 local row, bad = load_row(key)
 if bad then return bad end
-bad = check_history(row, seen_inc, token)
+local now
+now, bad = check_live_grant(row, session, token, seen_inc)
 if bad then return bad end
-bad = check_holder(row, session, token)
-if bad then return bad end
-
-local now = now_ms()
-if row.expires <= now then
-  return fail(E.LEASE_EXPIRED, token, now - row.expires)
-end
 return {row.gen, row.token, row.expires, now}

@@ -40,14 +40,9 @@ end
 
 local row, bad = load_row(KEYS[1])
 if bad then return bad end
-bad = check_history(row, own_inc, token)
+local now
+now, bad = check_live_grant(row, session, token, own_inc)
 if bad then return bad end
-bad = check_holder(row, session, token)
-if bad then return bad end
-local now = now_ms()
-if row.expires <= now then
-  return fail(E.LEASE_EXPIRED, token, now - row.expires)
-end
 
 local v, bad2 = read_checked('HMGET', KEYS[2], 'inc', 'next', 'start')
 if bad2 then return bad2 end

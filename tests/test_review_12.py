@@ -3,8 +3,9 @@
 Each test is named for what should hold. Where a docstring has "Happens:", it records
 the hole the review reproduced on the first version (commit 412abfe/c74e93f); every one
 was fixed afterwards and the test now guards it. Tests marked "Held" were attacks that
-held from the start. Only the suite's throwaway servers are used (``server``, ``fresh_server``); faults
-come from :class:`fencing.faults.Proxy`, pauses from SIGSTOP on a child process.
+held from the start. Only the suite's throwaway servers are used (``server``,
+``fresh_server``); faults come from :class:`fencing.faults.Proxy`, pauses from SIGSTOP on a
+child process.
 """
 
 from __future__ import annotations

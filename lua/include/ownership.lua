@@ -56,3 +56,17 @@ local function check_holder(row, session, token)
   end
   return nil
 end
+
+-- The whole check of a fenced call on a row (G9, holder, live lease by server time).
+-- Returns now_ms, or nil and an error reply.
+local function check_live_grant(row, session, token, seen_inc)
+  local bad = check_history(row, seen_inc, token)
+  if bad then return nil, bad end
+  bad = check_holder(row, session, token)
+  if bad then return nil, bad end
+  local now = now_ms()
+  if row.expires <= now then
+    return nil, fail(E.LEASE_EXPIRED, token, now - row.expires)
+  end
+  return now
+end
