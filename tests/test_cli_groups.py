@@ -17,21 +17,11 @@ import redis
 
 import fencing
 from fencing import Client, Topic
-from fencing.cli import main
 from fencing.keys import ELECTION_GROUP
 from fencing.ownership import Ownership
 from tests.conftest import ServerInfo
 from tests.helpers import wait_server_past, wait_until
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def at(server: ServerInfo, namespace: str) -> list[str]:
-    return ["--url", server.url, "--namespace", namespace]
+from tests.test_cli import at, run
 
 
 def leases(out: str) -> str:
