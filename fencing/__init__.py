@@ -16,6 +16,7 @@ from .client import Client
 from .consumer import Consumer
 from .election import Election, LeaderInfo, Leadership
 from .errors import (
+    CheckpointReset,
     ConfigurationError,
     DuplicateSequence,
     Fenced,
@@ -24,6 +25,7 @@ from .errors import (
     InvalidArgumentType,
     InvalidName,
     LeaseExpired,
+    NondeterministicBatch,
     OffsetMismatch,
     OffsetOutOfRange,
     OutcomeUnknown,
@@ -33,6 +35,7 @@ from .errors import (
     ProducerBusy,
     ProducerFenced,
     RecordTooLarge,
+    SinkError,
     StaleGeneration,
     StateLost,
     Unavailable,
@@ -56,6 +59,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
 
 __all__ = [
     "AccessMode",
+    "CheckpointReset",
     "Client",
     "ConfigurationError",
     "Consumer",
@@ -71,6 +75,7 @@ __all__ = [
     "LeaderInfo",
     "Leadership",
     "LeaseExpired",
+    "NondeterministicBatch",
     "OffsetMismatch",
     "OffsetOutOfRange",
     "OutOfOrderSequence",
@@ -86,6 +91,7 @@ __all__ = [
     "Record",
     "RecordMetadata",
     "RecordTooLarge",
+    "SinkError",
     "StaleGeneration",
     "StateLost",
     "Topic",

@@ -98,6 +98,26 @@ CODES: dict[str, CodeSpec] = {
             "an offset before the first retained record or past the end",
         ),
         CodeSpec(
+            "SINK_LINEAGE",
+            ("stored_query", "stored_batch", "finished_batch"),
+            "another streaming query id owns the Spark sink's app id: a reset checkpoint",
+        ),
+        CodeSpec(
+            "SINK_PARTITIONING",
+            ("batch", "stored", "found"),
+            "a micro-batch replayed with another Spark partition count",
+        ),
+        CodeSpec(
+            "SINK_MISMATCH",
+            ("spark_partition", "stored_index", "found_index"),
+            "a Spark partition's rows differ from those an earlier attempt wrote",
+        ),
+        CodeSpec(
+            "SINK_STALE",
+            ("stored_query", "stored_batch", "batch"),
+            "a micro-batch that is not the one the sink's driver began last",
+        ),
+        CodeSpec(
             "WRONG_TYPE",
             ("key_type", "key"),
             "a key the library owns holds another Redis type",

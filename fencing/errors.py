@@ -24,6 +24,9 @@ attributes. The tree::
     ├── DuplicateSequence                    a sequence range reused by other records (G5)
     ├── OutOfOrderSequence                   a gap in a producer's sequence (G5)
     ├── UnknownProducerId                    producer state expired while a batch was pending
+    ├── SinkError                            the Spark sink refused a micro-batch
+    │   ├── CheckpointReset                  another query id owns the sink's app id
+    │   └── NondeterministicBatch            a replayed batch differs from its first attempt
     └── Unavailable                          the server could not be reached in the retry budget
         └── OutcomeUnknown                   ... after a request that may have been applied
 
@@ -33,6 +36,7 @@ Every class is importable from :mod:`fencing`.
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointReset",
     "ConfigurationError",
     "DuplicateSequence",
     "Fenced",
@@ -41,6 +45,7 @@ __all__ = [
     "InvalidArgumentType",
     "InvalidName",
     "LeaseExpired",
+    "NondeterministicBatch",
     "OffsetMismatch",
     "OffsetOutOfRange",
     "OutOfOrderSequence",
@@ -50,6 +55,7 @@ __all__ = [
     "ProducerBusy",
     "ProducerFenced",
     "RecordTooLarge",
+    "SinkError",
     "StaleGeneration",
     "StateLost",
     "Unavailable",
@@ -302,6 +308,38 @@ class UnknownProducerId(FencingError):
     def __init__(self, message: str, *, pid: int) -> None:
         super().__init__(message)
         self.pid = pid
+
+
+class SinkError(FencingError):
+    """The Spark sink refused a micro-batch before writing any of it (or the rest of it).
+
+    Raised on the driver, or in a Spark task (and then reported by Spark's job failure).
+    ``app_id``, ``query_id`` and ``batch_id`` say which batch.
+    """
+
+    def __init__(
+        self, message: str, *, app_id: str = "", query_id: str = "", batch_id: int = -1
+    ) -> None:
+        super().__init__(message)
+        self.app_id = app_id
+        self.query_id = query_id
+        self.batch_id = batch_id
+
+
+class CheckpointReset(SinkError):
+    """Another streaming query id already wrote under this app id: the checkpoint was
+    deleted or reset (a new checkpoint gets a new query id, and batch ids start again at 0).
+
+    Writing on would drop or duplicate rows silently (Delta Lake ignores such batches); use a
+    new ``app_id``, or pass ``new_lineage=True`` once to start a new lineage.
+    """
+
+
+class NondeterministicBatch(SinkError):
+    """A micro-batch replayed after a failure differs from its first attempt: another Spark
+    partition count, or other rows (or another order) in a Spark partition than the rows
+    already written. Nothing more of the batch was written.
+    """
 
 
 class Unavailable(FencingError):

@@ -229,6 +229,7 @@ class PartitionKeys:
     """The keys of one topic partition, built once; all share the tag ``{<topic>/<p>}``."""
 
     __slots__ = (
+        "base",
         "committed",
         "meta",
         "names",
@@ -251,6 +252,7 @@ class PartitionKeys:
         self.resource = f"{topic}/{partition}"
         tag = keys.tag(self.resource)
         base = f"{keys.namespace}:{tag}"
+        self.base = base
         self.meta = f"{base}:part"
         self.stream = f"{base}:log"
         # The exclusive-producer row is the ownership row ("__producer__", "<topic>/<p>"):
@@ -266,6 +268,10 @@ class PartitionKeys:
         # Single readers' committed offsets, field <group> (and <group>#t: the committing
         # grant's token); their grants are the rows (<group>, "<topic>/<p>") of this slot.
         self.committed = f"{base}:committed"
+
+    def sink(self, app_id: str) -> str:
+        """The Spark sink's dedupe state of one app on this partition (a hash)."""
+        return f"{self.base}:sink:{app_id}"
 
 
 def slot_of(key: str) -> int:

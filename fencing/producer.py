@@ -29,7 +29,7 @@ import math
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -525,6 +525,26 @@ class Producer(ProcessBound):
         # A resend answered from the window reports the epoch the records carry.
         epoch = appended.epoch if appended.epoch >= 0 else standing.writer.epoch
         return [RecordMetadata(name, p, first + i, epoch) for i in range(batch.count)]
+
+    def _standing_call(
+        self, partition: int, build: Callable[[Writer], protocol.ScriptCall[T]]
+    ) -> T:
+        """Run a call fenced by this producer's standing on ``partition`` (the Spark sink's
+        appends), under the partition's lock; a fence ends the producer as for a send."""
+        if self._fenced is not None:
+            raise self._fenced
+        if not self._opened or self._closed:
+            self.open()
+        self._check_process()
+        standing = self._standing[self.topic.partition_keys(partition).partition]
+        with standing.lock:
+            if self._fenced is not None:
+                raise self._fenced
+            try:
+                return self._execute(build(standing.writer))
+            except (ProducerFenced, StateLost) as exc:
+                self._fence(exc)
+                raise
 
     def resolve(self, partition: int) -> list[RecordMetadata] | None:
         """Settle a batch whose send raised OutcomeUnknown on ``partition``, in one script.

@@ -6,7 +6,7 @@ into a typed exception. The sync driver (:mod:`fencing.driver`) and an asyncio d
 execute calls, so both share every rule written here.
 """
 
-from . import base, consumer, election, ownership, producer, topic
+from . import base, consumer, election, ownership, producer, sink, topic
 from .base import ErrorReply, ReadCall, ScriptCall, parse_error_reply
 
 __all__ = [
@@ -19,5 +19,6 @@ __all__ = [
     "ownership",
     "parse_error_reply",
     "producer",
+    "sink",
     "topic",
 ]

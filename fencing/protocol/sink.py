@@ -1,0 +1,249 @@
+"""Script calls of the Spark sink: begin, append a chunk, finish a micro-batch. No I/O.
+
+A micro-batch is identified by its :class:`Lineage` (app id, query id, batch id and the
+batch's Spark partition count). Each row carries its index within its Spark partition and a
+chain hash (:func:`chain`) over its index, its bytes and the hash of the row routed to the
+same topic partition before it: what a retried or replayed attempt reproduces exactly when
+the batch is deterministic, and what differs when it is not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CheckpointReset, FencingError, NondeterministicBatch, SinkError
+from ..keys import PartitionKeys
+from ..lua_loader import script
+from ..text import text
+from .base import ErrorReply, ScriptCall
+from .producer import producer_errors
+from .topic import EncodedBatch, Writer
+
+#: The chain hash before the first row of a chain.
+CHAIN_START = b""
+#: Hex characters per chain hash in a script call (8 bytes of BLAKE2b).
+HASH_HEX = 16
+
+
+def chain(previous: bytes, index: int, value: bytes, key: bytes | None, headers: bytes) -> bytes:
+    """The chain hash after a row: BLAKE2b-64 over the previous hash, the row's index and
+    its parts with their lengths (so no two rows of other bytes share a framing).
+
+    >>> chain(CHAIN_START, 0, b"v", None, b"").hex()
+    '64fad467d3b7c4ea'
+    """
+    k = b"\xff" if key is None else len(key).to_bytes(4, "big") + key
+    head = b"%d:%d:" % (index, len(value))
+    return hashlib.blake2b(
+        previous + head + value + k + len(headers).to_bytes(4, "big") + headers,
+        digest_size=8,
+    ).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """Which micro-batch a call belongs to."""
+
+    app_id: str
+    query_id: str
+    batch_id: int
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class Begun:
+    """A sink_begin reply: ``status`` is ``fresh``, ``lineage`` (a new lineage replaced
+    ``stored_query``), ``replay`` (begun before, not finished) or ``done`` (finished before:
+    ``rows`` were written to this partition)."""
+
+    status: str
+    stored_query: str
+    stored_batch: int
+    rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Rows of one Spark partition routed to one topic partition, ready to append.
+
+    ``indexes`` ascend; ``hashes`` is the chain hash after each row, concatenated;
+    ``prev_index`` / ``prev_hash`` are those of the row routed there just before the chunk
+    (-1 / ``CHAIN_START`` when none)."""
+
+    spark_partition: int
+    prev_index: int
+    prev_hash: bytes
+    indexes: Sequence[int]
+    hashes: bytes
+    batch: EncodedBatch
+
+
+@dataclass(frozen=True, slots=True)
+class SinkWritten:
+    """A sink_append reply: ``written`` records landed at ``first_offset`` onwards (-1 when
+    none); ``skipped`` were written by an earlier attempt."""
+
+    first_offset: int
+    written: int
+    skipped: int
+    timestamp_ms: int
+
+
+def sink_errors(pk: PartitionKeys, lineage: Lineage) -> Any:
+    """Error mapping of the sink's calls on one partition."""
+    fallback = producer_errors(pk)
+    app, query, batch = lineage.app_id, lineage.query_id, lineage.batch_id
+
+    def convert(reply: ErrorReply) -> FencingError:
+        f = reply.fields
+        if reply.code == "SINK_LINEAGE":
+            finished = f["finished_batch"]
+            done = f"finished batches up to {finished}" if finished != "-1" else "began"
+            return CheckpointReset(
+                f"app_id {app!r} belongs to streaming query {f['stored_query']} (it {done}, "
+                f"last began batch {f['stored_batch']}), but this is query {query}: the "
+                "checkpoint was deleted or reset, and its batch ids start again. Nothing was "
+                "written. Restore the checkpoint; or, to write this query's rows as a new "
+                f"lineage, pass a new app_id, or new_lineage=True once (batches of app_id "
+                f"{app!r} are then judged under the new query id)",
+                app_id=app,
+                query_id=query,
+                batch_id=batch,
+            )
+        if reply.code == "SINK_PARTITIONING":
+            return NondeterministicBatch(
+                f"micro-batch {batch} of query {query} (app_id {app!r}) was first written "
+                f"with {f['stored']} Spark partitions and is replayed with {f['found']}: its "
+                "rows cannot be matched to those already written, so nothing more was "
+                "written. Make the batch deterministic (the same source offsets, partitioning "
+                "and row order within a partition) - for example restore the repartition() "
+                "that ran when the batch was first written",
+                app_id=app,
+                query_id=query,
+                batch_id=batch,
+            )
+        if reply.code == "SINK_MISMATCH":
+            return NondeterministicBatch(
+                f"micro-batch {batch} of query {query} (app_id {app!r}): Spark partition "
+                f"{f['spark_partition']} holds other rows, or rows in another order, than the "
+                f"attempt that wrote its rows up to index {f['stored_index']} to partition "
+                f"{pk.partition} of topic {pk.topic!r}; nothing more of it was written. The "
+                "batch is not deterministic: keep the source, partitioning and row order "
+                "within a partition the same across attempts (sort within partitions before "
+                "the sink if the order can vary)",
+                app_id=app,
+                query_id=query,
+                batch_id=batch,
+            )
+        if reply.code == "SINK_STALE":
+            return SinkError(
+                f"micro-batch {batch} of query {query} (app_id {app!r}) is not the batch the "
+                f"sink's driver began on partition {pk.partition} of topic {pk.topic!r} "
+                f"(query {f['stored_query']}, batch {f['stored_batch']}): a task of an older "
+                "batch or of another driver of this app_id. Nothing was written",
+                app_id=app,
+                query_id=query,
+                batch_id=batch,
+            )
+        error: FencingError = fallback(reply)
+        return error
+
+    return convert
+
+
+def begin(
+    pk: PartitionKeys, lineage: Lineage, *, incarnation: str, new_lineage: bool
+) -> ScriptCall[Begun]:
+    """Begin (or replay) a micro-batch on one partition."""
+
+    def parse(reply: list[Any]) -> Begun:
+        status, query, batch, rows = reply
+        return Begun(text(status), text(query), int(batch), int(rows))
+
+    return ScriptCall(
+        script=script("sink_begin"),
+        keys=(pk.meta, pk.sink(lineage.app_id)),
+        args=(
+            incarnation,
+            lineage.query_id,
+            lineage.batch_id,
+            lineage.partitions,
+            "1" if new_lineage else "0",
+        ),
+        parse=parse,
+        error=sink_errors(pk, lineage),
+    )
+
+
+def finish(pk: PartitionKeys, lineage: Lineage, *, incarnation: str, rows: int) -> ScriptCall[int]:
+    """Mark a micro-batch finished on one partition (every task succeeded)."""
+    return ScriptCall(
+        script=script("sink_commit"),
+        keys=(pk.meta, pk.sink(lineage.app_id)),
+        args=(incarnation, lineage.query_id, lineage.batch_id, rows),
+        parse=int,
+        error=sink_errors(pk, lineage),
+    )
+
+
+def append(
+    pk: PartitionKeys,
+    lineage: Lineage,
+    chunk: Chunk,
+    *,
+    incarnation: str,
+    seen_next: int,
+    writer: Writer,
+    errors: Any = None,
+) -> ScriptCall[SinkWritten]:
+    """Append a chunk exactly once: rows an earlier attempt wrote are skipped, and a chunk
+    whose chain does not pass through the stored state is refused."""
+
+    def parse(reply: list[Any]) -> SinkWritten:
+        first, written, skipped, ts = reply
+        return SinkWritten(int(first), int(written), int(skipped), int(ts))
+
+    args: list[str | int | bytes] = [
+        incarnation,
+        seen_next,
+        writer.producer_id,
+        writer.epoch,
+        writer.session,
+        writer.row_incarnation,
+        lineage.query_id,
+        lineage.batch_id,
+        lineage.partitions,
+        chunk.spark_partition,
+        chunk.prev_index,
+        chunk.prev_hash.hex(),
+        " ".join(map(str, chunk.indexes)),
+        chunk.hashes.hex(),
+        chunk.batch.layout,
+    ]
+    args.extend(chunk.batch.parts)
+    return ScriptCall(
+        script=script("sink_append"),
+        keys=(pk.meta, pk.stream, pk.owner, pk.sink(lineage.app_id)),
+        args=tuple(args),
+        parse=parse,
+        error=errors or sink_errors(pk, lineage),
+        # A resend is deduplicated on the rows' indexes like any other attempt.
+        resend_safe=True,
+    )
+
+
+__all__ = [
+    "CHAIN_START",
+    "HASH_HEX",
+    "Begun",
+    "Chunk",
+    "Lineage",
+    "SinkWritten",
+    "append",
+    "begin",
+    "chain",
+    "finish",
+]

@@ -1,0 +1,23 @@
+--[[
+  The Spark sink's state on one partition (issue 13). Needs common.lua.
+
+  One hash per (partition, app id), <ns>:{<topic>/<p>}:sink:<app>:
+    q   the query id of the app's lineage (stable across restarts from one checkpoint)
+    b   the batch id begun last
+    n   the Spark partition count of batch b at its first attempt
+    c   the last batch id whose write finished ('' none): a replay of it writes nothing
+    r   rows batch c wrote to this partition (or found written)
+    s<i>  for Spark partition i of batch b: "<hw> <hh>", the highest row index of that
+        partition written here and the chain hash of its rows routed here up to it
+  A new batch drops the previous batch's s<i> fields: Spark begins batch b + 1 only after it
+  committed batch b, so b is never replayed.
+]]
+
+local function load_sink(key)
+  local v, bad = read_checked('HMGET', key, 'q', 'b', 'n', 'c', 'r')
+  if bad then
+    return nil, bad
+  end
+  return {q = v[1], b = tonumber(v[2] or '-1'), n = tonumber(v[3] or '-1'),
+    c = tonumber(v[4] or '-1'), r = tonumber(v[5] or '0')}
+end

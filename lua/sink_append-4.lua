@@ -1,0 +1,155 @@
+--[[
+  sink_append: the Spark sink appends one chunk of a Spark partition's rows to one topic
+  partition, exactly once across task retries, executor loss and query restarts (issue 13,
+  G2, G6, G9).
+
+  KEYS[1]  the partition metadata (hash)       <ns>:{<topic>/<p>}:part
+  KEYS[2]  the partition's stream              <ns>:{<topic>/<p>}:log
+  KEYS[3]  the exclusive-producer row (hash)   <ns>:{<topic>/<p>}:own:__producer__
+  KEYS[4]  the sink state of the app (hash)    <ns>:{<topic>/<p>}:sink:<app>
+  ARGV[1]  inc        the partition incarnation the caller saw
+  ARGV[2]  seen_next  the highest next offset the caller saw (0 if none)
+  ARGV[3]  producer   producer id written with each record (the executor's shared producer)
+  ARGV[4]  epoch      the epoch the shared producer registered under
+  ARGV[5]  session    the shared producer's session
+  ARGV[6]  row_inc    the incarnation of the producer row the producer saw
+  ARGV[7]  query      the streaming query id
+  ARGV[8]  batch      the micro-batch id
+  ARGV[9]  npart      the batch's Spark partition count
+  ARGV[10] spark_part the Spark partition the rows come from
+  ARGV[11] prev_idx   index (within the Spark partition) of the row routed here just before
+                      the chunk, -1 if none
+  ARGV[12] prev_hash  the chain hash at prev_idx ('' if none)
+  ARGV[13] indexes    the rows' indexes within the Spark partition, ascending, space-separated
+  ARGV[14] hashes     the chain hash after each row, 16 hex characters each, concatenated
+  ARGV[15] layout     one character per record, as in append
+  ARGV[16..] the records' values, keys and headers, in layout order
+
+  The rows of one Spark partition routed here form a chain: each row's hash covers its index,
+  its bytes and the hash before it. The state keeps the highest index written (hw) and the
+  chain hash there (hh). Rows at or below hw were written by an earlier attempt and are
+  skipped; the rest are appended - after checking that the chunk's chain passes through
+  (hw, hh), so an attempt whose rows differ from the first one's (another partitioning or
+  order: a batch that is not deterministic) is refused instead of writing a duplicate.
+
+  Returns {first_offset, written, skipped, timestamp_ms}: the records written hold offsets
+    first_offset .. first_offset + written - 1 (first_offset is -1 when written is 0).
+  Errors: SINK_MISMATCH (the chain does not pass through the stored state), SINK_STALE (the
+    batch is not the one the driver began here), STATE_LOST, PRODUCER_FENCED, WRONG_TYPE,
+    BAD_ARGUMENT.
+]]
+--- @include "common"
+--- @include "partition"
+--- @include "producer"
+--- @include "sink"
+
+local meta, stream, row_key, key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local producer, epoch, session, row_inc = ARGV[3], int_arg(ARGV[4]), ARGV[5], ARGV[6]
+local query, batch, npart = ARGV[7], int_arg(ARGV[8]), int_arg(ARGV[9])
+local spark_part, prev_idx, prev_hash = ARGV[10], int_arg(ARGV[11]), ARGV[12]
+local hashes, layout = ARGV[14], ARGV[15]
+local n = #layout
+local idx = {}
+for token in string.gmatch(ARGV[13], '%S+') do
+  idx[#idx + 1] = int_arg(token)
+end
+if epoch == nil or batch == nil or npart == nil or prev_idx == nil or n == 0
+    or #idx ~= n or #hashes ~= 16 * n then
+  return fail(E.BAD_ARGUMENT, 'sink chunk', ARGV[8] .. '/' .. ARGV[10] .. '/' .. n)
+end
+local last = prev_idx
+for i = 1, n do
+  if idx[i] == nil or idx[i] <= last then
+    return fail(E.BAD_ARGUMENT, 'indexes', ARGV[13])
+  end
+  last = idx[i]
+end
+local seen_next = int_arg(ARGV[2])
+if seen_next == nil then
+  return fail(E.BAD_ARGUMENT, 'seen_next', ARGV[2])
+end
+-- G9: the partition is the one the caller saw.
+local p, bad = load_partition(meta, stream, ARGV[1], seen_next)
+if bad then return bad end
+-- G2: the shared producer still stands in its epoch.
+local _
+_, bad = check_standing(row_key, session, 's', epoch, row_inc)
+if bad then return bad end
+local s
+s, bad = load_sink(key)
+if bad then return bad end
+local now = now_ms()
+if s.q ~= query or s.n ~= npart or (s.b ~= batch and s.c ~= batch) then
+  return fail(E.SINK_STALE, s.q or '-', s.b, batch)
+end
+if s.c == batch then
+  -- The driver marked the batch finished: a late attempt of one of its tasks.
+  return {-1, 0, n, now}
+end
+local field = 's' .. spark_part
+local raw = redis.call('HGET', key, field)
+local hw, hh = -1, ''
+if raw then
+  local a, b = string.match(raw, '^(%-?%d+) (%x*)$')
+  hw, hh = tonumber(a), b
+end
+if idx[n] < hw then
+  -- Written before, whole, by an attempt that went further: checked when a later chunk
+  -- reaches hw.
+  return {-1, 0, n, now}
+end
+-- j: the last position (0 = the row before the chunk) at or below hw.
+local j = 0
+for i = 1, n do
+  if idx[i] <= hw then j = i else break end
+end
+local at_idx = prev_idx
+local at_hash = prev_hash
+if j > 0 then
+  at_idx = idx[j]
+  at_hash = string.sub(hashes, 16 * j - 15, 16 * j)
+end
+if at_idx ~= hw or at_hash ~= hh then
+  return fail(E.SINK_MISMATCH, spark_part, hw, at_idx)
+end
+if j == n then
+  return {-1, 0, n, now}
+end
+
+-- Skip the parts of the first j records.
+local pos = 16
+for i = 1, j do
+  local shape = string.byte(layout, i) - 48
+  pos = pos + 1 + (shape == 1 and 1 or 0) + (shape == 2 and 1 or 0) + (shape == 3 and 2 or 0)
+end
+local first = p.next
+local ts, ep = string.format('%d', now), ARGV[4]
+for i = j + 1, n do
+  local shape = string.byte(layout, i) - 48
+  local id = offset_id(first + i - j - 1)
+  local value = ARGV[pos]
+  pos = pos + 1
+  if shape == 0 then
+    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value)
+  elseif shape == 1 then
+    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value, 'k', ARGV[pos])
+    pos = pos + 1
+  elseif shape == 2 then
+    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value, 'h', ARGV[pos])
+    pos = pos + 1
+  else
+    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
+      'k', ARGV[pos], 'h', ARGV[pos + 1])
+    pos = pos + 2
+  end
+end
+local written = n - j
+local next_offset = first + written
+local start = p.start
+if p.maxlen > 0 and next_offset - start > p.maxlen then
+  start = next_offset - p.maxlen
+  redis.call('XTRIM', stream, 'MINID', offset_id(start))
+end
+redis.call('HSET', meta, 'next', next_offset, 'start', start)
+redis.call('HSET', key, field, idx[n] .. ' ' .. string.sub(hashes, 16 * n - 15, 16 * n))
+return {first, written, j, now}
