@@ -1,0 +1,123 @@
+"""Turning Spark rows into records, and routing them to topic partitions. No I/O, no Spark.
+
+Rows arrive as tuples in the column order of :attr:`RowLayout.columns` (the sink selects the
+columns it needs on the driver). Every choice here is a pure function of the row and its
+place in its Spark partition, so an attempt that sees the same rows routes and encodes them
+the same way: the sink's dedupe depends on it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidArgument, InvalidArgumentType
+from ..partitioner import partition_for_key
+from ..record import encode_headers
+
+
+@dataclass(frozen=True, slots=True)
+class RowLayout:
+    """Where the parts of a record sit in a row.
+
+    ``value`` is the index of the value column, or None for the whole row as JSON (then
+    ``columns`` names every column); ``key`` and ``partition`` are indexes or None;
+    ``headers`` are (header name, index) pairs.
+    """
+
+    columns: tuple[str, ...]
+    value: int | None
+    key: int | None
+    headers: tuple[tuple[str, int], ...]
+    partition: int | None
+
+
+def _json_default(value: object) -> Any:
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if hasattr(value, "asDict"):  # a nested Row
+        return value.asDict(recursive=True)
+    return str(value)
+
+
+def row_json(columns: Sequence[str], row: Sequence[Any]) -> bytes:
+    """A row as compact JSON, columns in schema order (the same bytes on every attempt).
+
+    >>> row_json(("id", "name"), (1, "a"))
+    b'{"id":1,"name":"a"}'
+    """
+    return json.dumps(
+        dict(zip(columns, row, strict=True)),
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=_json_default,
+    ).encode("utf-8")
+
+
+def _as_bytes(what: str, value: object) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise InvalidArgumentType(
+        f"{what} must be a string or binary column, got a {type(value).__name__}: cast it "
+        "in the query (col.cast('string'))"
+    )
+
+
+def encode_row(
+    layout: RowLayout, row: Sequence[Any], spark_partition: int, index: int, partitions: int
+) -> tuple[bytes, bytes | None, bytes, int]:
+    """(value, key, encoded headers, topic partition) of one row.
+
+    Rows without a key and without a partition column go to topic partition
+    ``spark_partition % partitions``: deterministic, and one Spark partition's rows stay in
+    order in one topic partition.
+    """
+    if layout.value is None:
+        value = row_json(layout.columns, row)
+    else:
+        raw = row[layout.value]
+        if raw is None:
+            raise InvalidArgument(
+                f"row {index} of Spark partition {spark_partition} has a null value in "
+                f"column {layout.columns[layout.value]!r}: filter nulls or coalesce() them "
+                "before the sink"
+            )
+        value = _as_bytes(f"value column {layout.columns[layout.value]!r}", raw)
+    key = None
+    if layout.key is not None and row[layout.key] is not None:
+        key = _as_bytes(f"key column {layout.columns[layout.key]!r}", row[layout.key])
+    headers = b""
+    if layout.headers:
+        found = {
+            name: _as_bytes(f"header column {name!r}", row[i])
+            if isinstance(row[i], (bytes, bytearray, memoryview))
+            else str(row[i]).encode("utf-8")
+            for name, i in layout.headers
+            if row[i] is not None
+        }
+        headers = encode_headers(found)
+    if layout.partition is not None:
+        target = row[layout.partition]
+        if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < partitions:
+            raise InvalidArgument(
+                f"row {index} of Spark partition {spark_partition}: partition column "
+                f"{layout.columns[layout.partition]!r} holds {target!r}; the topic has "
+                f"partitions 0 to {partitions - 1}"
+            )
+    elif key is not None:
+        target = partition_for_key(key, partitions)
+    else:
+        target = spark_partition % partitions
+    return value, key, headers, target

@@ -1,0 +1,228 @@
+"""The Spark sink's executor side: write one Spark partition's rows, or verify them.
+
+Runs inside Spark tasks (``mapPartitionsWithIndex``), never on the driver's rows: each Python
+worker keeps one :class:`~fencing.Client` and one SHARED producer per (url, namespace,
+topic), made on first use and reused by every later task of that worker. The functions here
+take only picklable arguments (:class:`SinkConfig`, :class:`~fencing.protocol.sink.Lineage`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import protocol
+from ..client import Client
+from ..producer import Producer
+from ..protocol.sink import CHAIN_START, Chunk, Lineage, chain
+from ..protocol.topic import EncodedBatch
+from ..topic import Topic
+from .rows import RowLayout, encode_row
+
+
+@dataclass(frozen=True, slots=True)
+class SinkConfig:
+    """What a task needs to write: where, and how rows become records."""
+
+    url: str | None
+    namespace: str | None
+    topic: str
+    layout: RowLayout
+    chunk_records: int
+    chunk_bytes: int
+    lease_ttl: float
+
+
+@dataclass(slots=True)
+class PartitionResult:
+    """What one task did: rows seen, written and skipped (written by an earlier attempt),
+    and rows per topic partition."""
+
+    spark_partition: int
+    rows: int = 0
+    written: int = 0
+    skipped: int = 0
+    per_target: dict[int, int] = field(default_factory=dict)
+
+
+_lock = threading.Lock()
+_cache: dict[tuple[str | None, str | None, str], tuple[Client, Topic, Producer]] = {}
+
+
+def _producer(config: SinkConfig) -> tuple[Topic, Producer]:
+    """This worker's topic and shared producer (a fenced or closed one is replaced)."""
+    key = (config.url, config.namespace, config.topic)
+    with _lock:
+        found = _cache.get(key)
+        if found is not None and not found[2].fenced:
+            return found[1], found[2]
+        if found is not None:
+            found[2].close()
+            client = found[0]
+        else:
+            client = Client.from_url(config.url, namespace=config.namespace)
+        topic = client.topic(config.topic)
+        producer = topic.producer(lease_ttl=config.lease_ttl)
+        producer.open()
+        _cache[key] = (client, topic, producer)
+        return topic, producer
+
+
+class _Target:
+    """The chunk being filled for one topic partition, and the chain's last point there."""
+
+    __slots__ = ("hashes", "indexes", "layout", "parts", "prev_hash", "prev_index", "size")
+
+    def __init__(self) -> None:
+        self.prev_index = -1
+        self.prev_hash = CHAIN_START
+        self.indexes: list[int] = []
+        self.hashes: list[bytes] = []
+        self.layout: list[str] = []
+        self.parts: list[bytes] = []
+        self.size = 0
+
+
+def _chains(
+    config: SinkConfig, spark_partition: int, rows: Iterable[Any], partitions: int
+) -> Iterator[tuple[int, int, bytes, bytes, bytes | None, bytes]]:
+    """(topic partition, index, chain hash, value, key, headers) per row, in order."""
+    heads: dict[int, bytes] = {}
+    layout = config.layout
+    for index, row in enumerate(rows):
+        value, key, headers, target = encode_row(layout, row, spark_partition, index, partitions)
+        h = chain(heads.get(target, CHAIN_START), index, value, key, headers)
+        heads[target] = h
+        yield target, index, h, value, key, headers
+
+
+def write_partition(
+    config: SinkConfig, lineage: Lineage, spark_partition: int, rows: Iterable[Any]
+) -> Iterator[PartitionResult]:
+    """Write one Spark partition's rows in chunks per topic partition; yields one result.
+
+    The end of ``rows`` does not prove the partition complete (a failure upstream of the
+    sink ends the iterator early, and Spark fails the task after): nothing here depends on
+    it. Every chunk is deduplicated on the rows' indexes by the script.
+    """
+    topic, producer = _producer(config)
+    limits = topic.limits
+    max_records = min(config.chunk_records, limits.max_batch_records)
+    max_bytes = min(config.chunk_bytes, limits.max_batch_bytes)
+    targets: dict[int, _Target] = {}
+    result = PartitionResult(spark_partition)
+
+    def flush(t: int, target: _Target) -> None:
+        if not target.indexes:
+            return
+        chunk = Chunk(
+            spark_partition=spark_partition,
+            prev_index=target.prev_index,
+            prev_hash=target.prev_hash,
+            indexes=target.indexes,
+            hashes=b"".join(target.hashes),
+            batch=EncodedBatch(len(target.layout), "".join(target.layout), target.parts, ""),
+        )
+        pk = topic.partition_keys(t)
+        done = producer._standing_call(
+            t,
+            lambda writer: protocol.sink.append(
+                pk,
+                lineage,
+                chunk,
+                incarnation=topic.incarnation_of(t),
+                seen_next=topic.seen_next(t),
+                writer=writer,
+            ),
+        )
+        if done.written:
+            topic.saw_next(t, done.first_offset + done.written)
+        result.written += done.written
+        result.skipped += done.skipped
+        result.per_target[t] = result.per_target.get(t, 0) + len(target.indexes)
+        target.prev_index = target.indexes[-1]
+        target.prev_hash = target.hashes[-1]
+        target.indexes, target.hashes, target.layout, target.parts = [], [], [], []
+        target.size = 0
+
+    for t, index, h, value, key, headers in _chains(
+        config, spark_partition, rows, topic.partitions
+    ):
+        size = len(value) + (0 if key is None else len(key)) + len(headers)
+        if size > limits.max_record_bytes:
+            limits.check_record(size)
+        target = targets.get(t)
+        if target is None:
+            target = targets[t] = _Target()
+        elif target.size + size > max_bytes:
+            flush(t, target)
+        target.indexes.append(index)
+        target.hashes.append(h)
+        target.parts.append(value)
+        shape = 0
+        if key is not None:
+            target.parts.append(key)
+            shape = 1
+        if headers:
+            target.parts.append(headers)
+            shape += 2
+        target.layout.append("0123"[shape])
+        target.size += size
+        result.rows += 1
+        if len(target.indexes) >= max_records:
+            flush(t, target)
+    for t, target in targets.items():
+        flush(t, target)
+    yield result
+
+
+def stored_points(config: SinkConfig, lineage: Lineage, spark_partition: int) -> dict[int, str]:
+    """The stored chain point ("<hw> <hh>") of a Spark partition on every topic partition
+    that has one."""
+    topic, _ = _producer(config)
+    client = topic._client
+    keys = [topic.partition_keys(t).sink(lineage.app_id) for t in range(topic.partitions)]
+    call = protocol.base.ReadCall(
+        commands=tuple(("HGET", k, f"s{spark_partition}") for k in keys),
+        parse=lambda replies: {
+            t: (r.decode() if isinstance(r, bytes) else str(r))
+            for t, r in enumerate(replies)
+            if r is not None
+        },
+    )
+    points: dict[int, str] = client._driver(client.settings.socket_timeout).read(
+        call, client._budget_default()
+    )
+    return points
+
+
+def verify_partition(
+    config: SinkConfig, lineage: Lineage, spark_partition: int, rows: Iterable[Any]
+) -> Iterator[tuple[int, int, str]]:
+    """Before a replay writes anything: check that this Spark partition's rows pass through
+    every chain point an earlier attempt stored. Yields (spark partition, topic partition,
+    reason) per point missed."""
+    points: dict[int, tuple[int, bytes]] = {}
+    for t, stored in stored_points(config, lineage, spark_partition).items():
+        index_text, _, hash_hex = stored.partition(" ")
+        points[t] = (int(index_text), bytes.fromhex(hash_hex))
+    if not points:
+        return
+    topic, _ = _producer(config)
+    passed: set[int] = set()
+    for t, index, h, _v, _k, _h in _chains(config, spark_partition, rows, topic.partitions):
+        point = points.get(t)
+        if point is None or t in passed:
+            continue
+        if index == point[0]:
+            if h != point[1]:
+                yield spark_partition, t, f"row {index} differs"
+            passed.add(t)
+        elif index > point[0]:
+            yield spark_partition, t, f"no row {point[0]} routed there"
+            passed.add(t)
+    for t, (stored_index, _) in points.items():
+        if t not in passed:
+            yield spark_partition, t, f"fewer rows: none at index {stored_index}"
