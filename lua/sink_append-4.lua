@@ -57,6 +57,22 @@ if epoch == nil or batch == nil or npart == nil or prev_idx == nil or n == 0
     or #idx ~= n or #hashes ~= 16 * n then
   return fail(E.BAD_ARGUMENT, 'sink chunk', ARGV[8] .. '/' .. ARGV[10] .. '/' .. n)
 end
+local sp = int_arg(spark_part)
+if sp == nil or sp < 0 or sp >= npart then
+  return fail(E.BAD_ARGUMENT, 'spark_part', spark_part)
+end
+-- Every record's parts are present: 1 to 3 per record by its shape, nothing more.
+local parts = 0
+for i = 1, n do
+  local shape = string.byte(layout, i) - 48
+  if shape < 0 or shape > 3 then
+    return fail(E.BAD_ARGUMENT, 'layout', layout)
+  end
+  parts = parts + 1 + (shape == 1 and 1 or 0) + (shape == 2 and 1 or 0) + (shape == 3 and 2 or 0)
+end
+if parts ~= #ARGV - 15 then
+  return fail(E.BAD_ARGUMENT, 'parts', parts .. '/' .. (#ARGV - 15))
+end
 local last = prev_idx
 for i = 1, n do
   if idx[i] == nil or idx[i] <= last then

@@ -43,21 +43,32 @@ def _json_default(value: object) -> Any:
         return str(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
-    if hasattr(value, "asDict"):  # a nested Row
-        return value.asDict(recursive=True)
     return str(value)
 
 
-def row_json(columns: Sequence[str], row: Sequence[Any]) -> bytes:
-    """A row as compact JSON, columns in schema order (the same bytes on every attempt).
+def _plain(value: object) -> object:
+    """Nested Rows as dicts (a Row is a tuple: JSON would make it a list, losing its names)."""
+    if hasattr(value, "asDict"):
+        return value.asDict(recursive=True)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
-    >>> row_json(("id", "name"), (1, "a"))
-    b'{"id":1,"name":"a"}'
+
+def row_json(columns: Sequence[str], row: Sequence[Any]) -> bytes:
+    """A row as compact JSON with sorted keys (the same bytes on every attempt, whatever
+    order a map column's entries arrive in); nested structs keep their field names.
+
+    >>> row_json(("name", "id"), (1, "a"))
+    b'{"id":"a","name":1}'
     """
     return json.dumps(
-        dict(zip(columns, row, strict=True)),
+        {c: _plain(v) for c, v in zip(columns, row, strict=True)},
         separators=(",", ":"),
         ensure_ascii=False,
+        sort_keys=True,
         default=_json_default,
     ).encode("utf-8")
 

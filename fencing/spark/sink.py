@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 from .. import errors as _errors
 from .. import protocol
 from ..client import Client
-from ..errors import ConfigurationError, InvalidArgument, InvalidArgumentType, SinkError
+from ..errors import (
+    CheckpointReset,
+    ConfigurationError,
+    InvalidArgument,
+    InvalidArgumentType,
+    SinkError,
+    StateLost,
+)
 from ..keys import validate_name
 from ..protocol.sink import Lineage
 from ..topic import Topic
@@ -180,17 +187,7 @@ class ForeachBatchSink:
             self.chunk_bytes,
             self.lease_ttl,
         )
-        begun = [
-            self._execute(
-                protocol.sink.begin(
-                    topic.partition_keys(t),
-                    lineage,
-                    incarnation=topic.incarnation_of(t),
-                    new_lineage=self.new_lineage,
-                )
-            )
-            for t in range(topic.partitions)
-        ]
+        begun = self._begin(topic, lineage)
         if all(b.status == "done" for b in begun):
             rows = sum(b.rows for b in begun)
             self._report(lineage, "skipped", (rows, 0, rows), started)
@@ -249,6 +246,45 @@ class ForeachBatchSink:
             started,
         )
 
+    def _begin(self, topic: Topic, lineage: Lineage) -> list[protocol.sink.Begun]:
+        """Begin the batch on every partition. A lineage that this query already started on
+        some partition (a ``new_lineage=True`` run that died between partitions) is
+        completed on the others, even once the flag was removed."""
+
+        def begin(t: int, new_lineage: bool) -> protocol.sink.Begun:
+            call = protocol.sink.begin(
+                topic.partition_keys(t),
+                lineage,
+                incarnation=topic.incarnation_of(t),
+                new_lineage=new_lineage,
+            )
+            begun: protocol.sink.Begun = self._execute(call)
+            return begun
+
+        found: dict[int, protocol.sink.Begun] = {}
+        refused: dict[int, CheckpointReset] = {}
+        for t in range(topic.partitions):
+            try:
+                found[t] = begin(t, self.new_lineage)
+            except CheckpointReset as exc:
+                refused[t] = exc
+            except StateLost:
+                self._topic = None  # the next batch opens the topic again
+                raise
+        if refused:
+            if not any(b.stored_query == lineage.query_id for b in found.values()):
+                raise next(iter(refused.values()))
+            log.warning(
+                "redis-fencing spark sink: app_id %r: query %s began a new lineage on some "
+                "partitions before; completing it on partitions %s",
+                self.app_id,
+                lineage.query_id,
+                sorted(refused),
+            )
+            for t in refused:
+                found[t] = begin(t, True)
+        return [found[t] for t in range(topic.partitions)]
+
     def _run(self, rdd: Any) -> list[Any]:
         """Collect a job's small results; a sink error in a task is raised as itself."""
         try:
@@ -259,6 +295,10 @@ class ForeachBatchSink:
                 kind = getattr(_errors, found.group(1), None)
                 if isinstance(kind, type) and issubclass(kind, SinkError):
                     raise kind(found.group(2), app_id=self.app_id) from exc
+                if isinstance(kind, type) and issubclass(kind, InvalidArgument):
+                    # Bad input met in a task (a null value, a partition out of range, a
+                    # record over the limits): raised as itself, the Spark error chained.
+                    raise kind(found.group(2)) from exc
             raise
 
     def _report(
@@ -325,6 +365,13 @@ class ForeachBatchSink:
         if self.partition_col is not None:
             need("partition_col", self.partition_col, int_kinds)
         if self.value_col is None:
+            names = [f.name for f in df.schema.fields]
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise InvalidArgument(
+                    f"the micro-batch has several columns named {', '.join(twice)}: the whole "
+                    "row as JSON needs distinct names; alias them (or pass value_col=)"
+                )
             columns = tuple(fields)
             frame = df
         else:
