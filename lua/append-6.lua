@@ -150,38 +150,9 @@ if expected ~= '' and tonumber(expected) ~= p.next then
   return fail(E.OFFSET_MISMATCH, expected, p.next)
 end
 local first = p.next
-local pos = 15
 -- Fields as strings once: a Lua number would be formatted again for every record.
-local ts, ep = string.format('%d', now), ARGV[5]
-for i = 1, n do
-  local shape = string.byte(layout, i) - 48
-  local id = offset_id(first + i - 1)
-  local value = ARGV[pos]
-  pos = pos + 1
-  if shape == 0 then
-    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value)
-  elseif shape == 1 then
-    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
-      'k', ARGV[pos])
-    pos = pos + 1
-  elseif shape == 2 then
-    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
-      'h', ARGV[pos])
-    pos = pos + 1
-  else
-    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
-      'k', ARGV[pos], 'h', ARGV[pos + 1])
-    pos = pos + 2
-  end
-end
-
-local next_offset = first + n
-local start = p.start
-if p.maxlen > 0 and next_offset - start > p.maxlen then
-  start = next_offset - p.maxlen
-  redis.call('XTRIM', stream, 'MINID', offset_id(start))
-end
-redis.call('HSET', meta, 'next', next_offset, 'start', start)
+local start = write_records(meta, stream, p, layout, 1, n, 15, string.format('%d', now),
+  ARGV[5], producer)
 if mode == 'x' then
   -- A send extends the holder's lease: a lapsed holder that nobody replaced keeps its
   -- epoch (PIP-68), and a holder's lease always runs a full ttl past its last write.

@@ -139,33 +139,7 @@ for i = 1, j do
   pos = pos + 1 + (shape == 1 and 1 or 0) + (shape == 2 and 1 or 0) + (shape == 3 and 2 or 0)
 end
 local first = p.next
-local ts, ep = string.format('%d', now), ARGV[4]
-for i = j + 1, n do
-  local shape = string.byte(layout, i) - 48
-  local id = offset_id(first + i - j - 1)
-  local value = ARGV[pos]
-  pos = pos + 1
-  if shape == 0 then
-    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value)
-  elseif shape == 1 then
-    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value, 'k', ARGV[pos])
-    pos = pos + 1
-  elseif shape == 2 then
-    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value, 'h', ARGV[pos])
-    pos = pos + 1
-  else
-    redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
-      'k', ARGV[pos], 'h', ARGV[pos + 1])
-    pos = pos + 2
-  end
-end
+write_records(meta, stream, p, layout, j + 1, n, pos, string.format('%d', now), ARGV[4], producer)
 local written = n - j
-local next_offset = first + written
-local start = p.start
-if p.maxlen > 0 and next_offset - start > p.maxlen then
-  start = next_offset - p.maxlen
-  redis.call('XTRIM', stream, 'MINID', offset_id(start))
-end
-redis.call('HSET', meta, 'next', next_offset, 'start', start)
 redis.call('HSET', key, field, idx[n] .. ' ' .. string.sub(hashes, 16 * n - 15, 16 * n))
 return {first, written, j, now}

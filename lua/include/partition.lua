@@ -47,3 +47,39 @@ end
 local function offset_id(offset)
   return string.format('0-%d', offset + 1)
 end
+
+-- Append records from_i .. to_i of a batch (their parts start at ARGV[pos], in layout
+-- order) at the partition's next offsets, one XADD with an explicit ID each, then apply
+-- retention and store the new next offset. Returns the first retained offset.
+local function write_records(meta, stream, p, layout, from_i, to_i, pos, ts, ep, producer)
+  local first = p.next
+  for i = from_i, to_i do
+    local shape = string.byte(layout, i) - 48
+    local id = offset_id(first + i - from_i)
+    local value = ARGV[pos]
+    pos = pos + 1
+    if shape == 0 then
+      redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value)
+    elseif shape == 1 then
+      redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
+        'k', ARGV[pos])
+      pos = pos + 1
+    elseif shape == 2 then
+      redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
+        'h', ARGV[pos])
+      pos = pos + 1
+    else
+      redis.call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
+        'k', ARGV[pos], 'h', ARGV[pos + 1])
+      pos = pos + 2
+    end
+  end
+  local next_offset = first + to_i - from_i + 1
+  local start = p.start
+  if p.maxlen > 0 and next_offset - start > p.maxlen then
+    start = next_offset - p.maxlen
+    redis.call('XTRIM', stream, 'MINID', offset_id(start))
+  end
+  redis.call('HSET', meta, 'next', next_offset, 'start', start)
+  return start
+end
