@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .client import Client
-from .consumer import Consumer
-from .election import Election, LeaderInfo, Leadership
+from ._sync.client import Client
+from ._sync.consumer import Consumer
+from ._sync.election import Election, Leadership
+from ._sync.ownership import Ownership
+from ._sync.producer import Producer
+from ._sync.reader import Reader
+from ._sync.topic import Topic
 from .errors import (
     CheckpointReset,
     ConfigurationError,
@@ -44,13 +48,11 @@ from .errors import (
     WrongKeyType,
 )
 from .grant import Grant
-from .ownership import Ownership
-from .producer import AccessMode, Producer
-from .reader import Reader
+from .modes import AccessMode
+from .protocol.election import LeaderInfo
 from .record import Record, RecordMetadata
 from .settings import FencingSettings
 from .state import ProducerState
-from .topic import Topic
 
 try:
     __version__ = version("redis-fencing")

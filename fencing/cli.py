@@ -40,12 +40,12 @@ import redis.exceptions
 
 from . import __version__
 from . import inspect as insp
-from .client import Client
+from ._sync.client import Client
+from ._sync.ownership import Ownership
 from .embedded import EmbeddedServer
 from .errors import FencingError, InvalidArgument, Unavailable
 from .keys import ELECTION_GROUP, PRODUCER_GROUP, RESERVED_PREFIX, Keys, validate_name
-from .ownership import Ownership
-from .producer import AccessMode
+from .modes import AccessMode
 from .record import Record
 from .urls import redact
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import redis.exceptions
 from tenacity import (
+    AsyncRetrying,
     Retrying,
     retry_if_exception_type,
     stop_after_attempt,
@@ -85,8 +87,15 @@ class RetryBudget:
     def retrying(self, *, spent: float = 0.0, attempts_made: int = 0) -> Retrying:
         """A tenacity engine for what is left of this budget after ``spent`` seconds and
         ``attempts_made`` attempts (re-raises the last error when it gives up)."""
+        return Retrying(**self._policy(spent, attempts_made))
+
+    def retrying_async(self, *, spent: float = 0.0, attempts_made: int = 0) -> AsyncRetrying:
+        """:meth:`retrying` for asyncio (its sleeps are ``asyncio.sleep``)."""
+        return AsyncRetrying(**self._policy(spent, attempts_made))
+
+    def _policy(self, spent: float, attempts_made: int) -> dict[str, Any]:
         left = max(0.0, self.deadline - spent)
-        return Retrying(
+        return dict(
             retry=retry_if_exception_type(TRANSIENT_ERRORS),
             stop=stop_after_attempt(max(1, self.attempts - attempts_made))
             | stop_before_delay(left),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
+import redis.asyncio
 
 from .errors import InvalidArgument, InvalidArgumentType
 
@@ -26,8 +28,12 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
-def redis_from_url(url: object) -> redis.Redis:
-    """``redis.Redis.from_url`` that refuses a URL it cannot use with InvalidArgument.
+R = TypeVar("R", redis.Redis, redis.asyncio.Redis)
+
+
+def redis_from_url(url: object, cls: type[R]) -> R:
+    """``cls.from_url`` (``redis.Redis`` or ``redis.asyncio.Redis``) that refuses a URL it
+    cannot use with InvalidArgument.
 
     >>> redis_from_url("bogus://")                                   # doctest: +SKIP
     Traceback (most recent call last):
@@ -36,7 +42,7 @@ def redis_from_url(url: object) -> redis.Redis:
     if not isinstance(url, str):
         raise InvalidArgumentType(f"the Redis URL must be a str, got {type(url).__name__}")
     try:
-        return redis.Redis.from_url(url)
+        return cls.from_url(url)
     except ValueError as exc:
         raise InvalidArgument(
             f"bad Redis URL {redact(url)!r}: {exc}. Use redis://[[user]:password@]host:port/db, "

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
 from .errors import InvalidArgument, InvalidArgumentType
+from .keys import validate_resource
 
 
 def check_int(what: str, value: object, *, minimum: int = 0) -> int:
@@ -15,4 +20,104 @@ def check_int(what: str, value: object, *, minimum: int = 0) -> int:
         raise InvalidArgumentType(f"{what} must be an int, got {type(value).__name__}")
     if value < minimum:
         raise InvalidArgument(f"{what} must be >= {minimum}, got {value}")
+    return value
+
+
+MIN_TTL = 0.05
+MAX_TTL = 7 * 24 * 3600.0
+#: A waiting claim tries again at least this often (seconds), even while the holder's lease
+#: runs longer: a release notification can be missed (a holder whose ACL forbids PUBLISH, a
+#: pub/sub connection that dropped it), and a waiter must not then sleep out the whole lease.
+RECHECK_INTERVAL = 1.0
+
+
+
+def validate_ttl(ttl: object, name: str = "ttl") -> float:
+    """Return ``ttl`` as seconds if it is a usable lease length, else raise."""
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise InvalidArgumentType(
+            f"{name} must be a number of seconds, got {type(ttl).__name__}: pass e.g. 10.0"
+        )
+    if not math.isfinite(ttl) or ttl <= 0:
+        raise InvalidArgument(f"{name} must be a positive number of seconds, got {ttl!r}")
+    if ttl < MIN_TTL or ttl > MAX_TTL:
+        raise InvalidArgument(
+            f"{name}={ttl!r}s is outside [{MIN_TTL}, {MAX_TTL:.0f}] seconds: leases shorter "
+            "than 50 ms cannot be renewed reliably over a network"
+        )
+    return float(ttl)
+
+
+def resource_list(resources: object) -> list[str]:
+    if isinstance(resources, str):
+        return [validate_resource(resources)]
+    if not isinstance(resources, Iterable) or isinstance(resources, (bytes, bytearray, dict)):
+        raise InvalidArgumentType(
+            f"resources must be a list of str, got {type(resources).__name__}: "
+            "pass e.g. ['orders/0', 'orders/1']"
+        )
+    out = list(dict.fromkeys(validate_resource(r) for r in resources))
+    if not out:
+        raise InvalidArgument("resources must not be empty: name at least one resource")
+    return out
+
+
+def generation_arg(generation: object) -> int | None:
+    if generation is None:
+        return None
+    if isinstance(generation, bool) or not isinstance(generation, int):
+        raise InvalidArgumentType(
+            f"generation must be None or an int >= 0, got {type(generation).__name__}"
+        )
+    if generation < 0:
+        raise InvalidArgument(
+            f"generation must be None or an int >= 0, got {generation}: 0 resets, a positive "
+            "number claims at that generation, None takes the next one"
+        )
+    return generation
+
+
+def timeout_arg(timeout: object) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise InvalidArgumentType(f"timeout must be None or seconds, got {type(timeout).__name__}")
+    if not math.isfinite(timeout) or timeout < 0:
+        raise InvalidArgument(f"timeout must be None or >= 0 seconds, got {timeout!r}")
+    return float(timeout)
+
+
+#: Bounds of a topic's producer state expiry, in seconds.
+MIN_STATE_TTL = 1.0
+MAX_STATE_TTL = 10 * 365 * 24 * 3600.0
+
+
+def validate_state_ttl(value: object) -> float:
+    """``value`` as seconds if it can be a producer state expiry, else a typed error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgumentType(
+            f"producer_state_ttl must be seconds, got {type(value).__name__}: pass e.g. 604800"
+        )
+    if not math.isfinite(value) or not MIN_STATE_TTL <= value <= MAX_STATE_TTL:
+        raise InvalidArgument(
+            f"producer_state_ttl must be between {MIN_STATE_TTL:g} and {MAX_STATE_TTL:g} "
+            f"seconds, got {value!r}: shorter would expire an idempotent producer's state "
+            "between two of its sends"
+        )
+    return float(value)
+
+
+def seconds_arg(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgumentType(f"{name} must be a number of seconds, got {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidArgument(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def callback_arg(value: object, name: str) -> Callable[..., Any] | None:
+    if value is not None and not callable(value):
+        raise InvalidArgumentType(
+            f"{name} must be a callable taking the Leadership, got {type(value).__name__}"
+        )
     return value

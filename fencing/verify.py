@@ -46,8 +46,8 @@ from .text import text
 from .validate import check_int
 
 if TYPE_CHECKING:
-    from .client import Client
-    from .driver import SyncDriver
+    from ._sync.client import Client
+    from ._sync.driver import Driver
     from .retry import RetryBudget
 
 __all__ = ["Attempt", "LogReport", "Segment", "Violation", "verify_log"]
@@ -275,7 +275,7 @@ def verify_log(
 # -- reading ------------------------------------------------------------------------------------
 
 
-def _read(driver: SyncDriver, budget: RetryBudget, *commands: Command) -> list[Any]:
+def _read(driver: Driver, budget: RetryBudget, *commands: Command) -> list[Any]:
     """Plain read commands in one pipeline, retried within the budget like every read."""
     return driver.read(ReadCall(commands=commands, parse=lambda replies: replies), budget)
 
@@ -292,7 +292,7 @@ def _raw(value: Any) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode("utf-8")
 
 
-def _partition_count(driver: SyncDriver, budget: RetryBudget, key: str, topic: str) -> int:
+def _partition_count(driver: Driver, budget: RetryBudget, key: str, topic: str) -> int:
     (kind,) = _read(driver, budget, ("TYPE", key))
     kind = text(kind)
     if kind == "none":
@@ -319,7 +319,7 @@ def _partition_count(driver: SyncDriver, budget: RetryBudget, key: str, topic: s
 
 
 def _scan_partition(
-    driver: SyncDriver, budget: RetryBudget, pk: PartitionKeys, page: int, check: _Verifier
+    driver: Driver, budget: RetryBudget, pk: PartitionKeys, page: int, check: _Verifier
 ) -> None:
     types = _read(driver, budget, *(("TYPE", k) for k in (pk.meta, pk.stream, pk.owner)))
     meta_type, stream_type, owner_type = (text(t) for t in types)

@@ -43,7 +43,7 @@ import pytest
 import redis
 
 import fencing
-from fencing.election import EXIT_ON_LOSS_STATUS
+from fencing._sync.election import EXIT_ON_LOSS_STATUS
 from fencing.faults import Proxy
 from fencing.keys import ELECTION_GROUP
 

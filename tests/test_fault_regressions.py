@@ -10,8 +10,8 @@ import redis
 
 import fencing
 from fencing import AccessMode, Client, ProducerBusy, ProducerFenced, StateLost, protocol
-from fencing.driver import SyncDriver
-from fencing.producer import Pending
+from fencing._sync.driver import Driver as SyncDriver
+from fencing.modes import Pending
 from fencing.retry import RetryBudget
 
 from .conftest import ServerInfo

@@ -18,8 +18,8 @@ import redis
 
 import fencing
 from fencing import protocol
+from fencing._sync.producer import Producer
 from fencing.keys import PartitionKeys
-from fencing.producer import Producer
 from fencing.protocol.producer import decode_pid_state
 from fencing.protocol.topic import Appended, Sequenced
 

@@ -31,10 +31,10 @@ from redis.retry import Retry
 
 import fencing
 from fencing import protocol
+from fencing._sync.producer import Producer
 from fencing.faults import Proxy
 from fencing.keys import PartitionKeys
 from fencing.lua_loader import script
-from fencing.producer import Producer
 from fencing.protocol.producer import decode_pid_state
 from fencing.protocol.topic import Sequenced
 

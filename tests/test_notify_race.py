@@ -20,7 +20,7 @@ import redis
 
 from fencing import Client
 from fencing.faults import Proxy
-from fencing.notify import Notifier, Subscription
+from fencing.runtime.threads.notify import Notifier, Subscription
 
 from .conftest import ServerInfo
 

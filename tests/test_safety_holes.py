@@ -73,7 +73,7 @@ def test_another_clients_short_state_ttl_never_expires_this_topics_state(
     settings = FencingSettings(redis_url=server.url, namespace=namespace, producer_state_ttl=1)
     other = Client(redis.Redis.from_url(server.url), settings=settings)
     try:
-        with caplog.at_level(logging.WARNING, logger="fencing.topic"):
+        with caplog.at_level(logging.WARNING, logger="fencing._sync.topic"):
             other_topic = other.topic("t", partitions=1)
             assert other_topic.producer_state_ttl == 7 * 24 * 3600
         assert "does not apply to topic 't'" in caplog.text
@@ -293,9 +293,9 @@ def test_a_resend_answered_from_the_window_reports_the_epoch_it_was_written_in(
     assert p2.send(b"input-1").epoch == p2.epoch(0)
 
 
-def protocol_pending(first_sequence: int, batch: list[bytes]) -> fencing.producer.Pending:
+def protocol_pending(first_sequence: int, batch: list[bytes]) -> fencing.modes.Pending:
     records = [fencing.Record(v) for v in batch]
-    return fencing.producer.Pending(len(batch), 0, first_sequence, protocol.topic.checksum(records))
+    return fencing.modes.Pending(len(batch), 0, first_sequence, protocol.topic.checksum(records))
 
 
 # -- 4. a damaged saved state ----------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 For each atomic operation a function returns a :class:`~fencing.protocol.base.ScriptCall`:
 the script, its keys and arguments, how to parse the reply, and how to turn an error reply
-into a typed exception. The sync driver (:mod:`fencing.driver`) and an asyncio driver only
+into a typed exception. The driver (:mod:`fencing._async.driver`, and its generated sync twin) only
 execute calls, so both share every rule written here.
 """
 

@@ -85,3 +85,23 @@ def candidate(keys: ElectionKeys, *, session: str, label: str, ttl_ms: int) -> S
         parse=int,
         error=generic_error,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderInfo:
+    """Who leads an election, as read by server time.
+
+    >>> info = election.leader()
+    >>> info.label, info.token, info.lease_left                   # doctest: +SKIP
+    ('host-a', 7, 8.42)
+    """
+
+    name: str
+    #: The leader's ``candidate_id``.
+    label: str
+    #: The term's fencing token (grows by one per term, never goes down).
+    token: int
+    #: When the term began, in seconds since the epoch by the Redis server's clock.
+    since: float
+    #: Seconds left on the leader's lease by server time when this was read.
+    lease_left: float

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors as _errors
 from .. import protocol
-from ..client import Client
+from .._sync.client import Client
+from .._sync.topic import Topic
 from ..errors import (
     CheckpointReset,
     ConfigurationError,
@@ -28,7 +29,6 @@ from ..errors import (
 )
 from ..keys import validate_name
 from ..protocol.sink import Lineage
-from ..topic import Topic
 from ..validate import check_int
 from .rows import RowLayout
 from .writer import PartitionResult, SinkConfig, verify_partition, write_partition

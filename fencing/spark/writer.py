@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import protocol
-from ..client import Client
-from ..producer import Producer
+from .._sync.client import Client
+from .._sync.producer import Producer
+from .._sync.topic import Topic
 from ..protocol.sink import CHAIN_START, Chunk, Lineage, chain
 from ..protocol.topic import EncodedBatch
-from ..topic import Topic
 from .rows import RowLayout, encode_row
 
 

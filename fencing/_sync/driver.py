@@ -1,4 +1,6 @@
-"""The sync driver: executes protocol calls against one redis-py client. Nothing else.
+# GENERATED from fencing/_async/driver.py by tools/unasync.py: do not edit.
+# Edit the async source, then run `python tools/unasync.py` (CI checks this file).
+"""The driver: executes protocol calls against one redis-py client. Nothing else.
 
 Scripts run as EVALSHA packed by hiredis and sent on a connection of the script path
 (:mod:`fencing.connections`: what redis-py's pool guarantees at checkout, without its cost):
@@ -27,11 +29,12 @@ from typing import Any, TypeVar
 import redis
 import redis.exceptions
 
-from .connections import ScriptConnections
-from .errors import FencingError, OutcomeUnknown, Unavailable, WrongKeyType
-from .lua_loader import LuaScript
-from .protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
-from .retry import TRANSIENT_ERRORS, RetryBudget
+from ..errors import FencingError, OutcomeUnknown, Unavailable
+from ..lua_loader import LuaScript
+from ..protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
+from ..protocol.refusals import NotDelivered, may_have_arrived, server_refusal, wrong_type_read
+from ..retry import TRANSIENT_ERRORS, RetryBudget
+from ..runtime.threads.connections import ScriptConnections
 
 _pack_command: Any  # hiredis's stub types it for one-element tuples only
 try:
@@ -42,14 +45,12 @@ except ImportError:  # pragma: no cover - hiredis is a dependency; plain redis-p
 T = TypeVar("T")
 
 
-class NotDelivered(redis.exceptions.ConnectionError):
-    """The connection could not be made: the request never left this process."""
-
-
-class SyncDriver:
+class Driver:
     """Runs :class:`ScriptCall` objects on a redis-py client."""
 
-    def __init__(self, client: redis.Redis, scripts: redis.ConnectionPool | None = None) -> None:
+    def __init__(
+        self, client: redis.Redis, scripts: redis.ConnectionPool | None = None
+    ) -> None:
         """``scripts``: a pool for the script path alone (else scripts use the client's)."""
         self._client = client
         self._scripts = (
@@ -78,11 +79,10 @@ class SyncDriver:
             raise NotDelivered(str(exc)) from exc
         command = ("EVALSHA", script.sha1, len(keys), *keys, *args)
         try:
-            if conn._sock is None:
-                try:
-                    conn.connect()
-                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-                    raise NotDelivered(str(exc)) from exc
+            try:
+                connections.connect(conn)
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+                raise NotDelivered(str(exc)) from exc
             try:
                 conn.send_packed_command(self._pack(conn, command))
                 return conn.read_response()
@@ -94,7 +94,9 @@ class SyncDriver:
         except redis.exceptions.ResponseError:
             raise  # an error reply was read whole: the connection is clean
         except BaseException:
-            conn.disconnect()  # a reply may still be on its way: never read it as another's
+            # A reply may still be on its way (a lost reply, an interrupt, a cancelled
+            # task): never read it as the answer to another call.
+            connections.drop(conn)
             raise
         finally:
             connections.checkin(conn)
@@ -127,12 +129,12 @@ class SyncDriver:
                 with attempt:
                     pipe = self._client.pipeline(transaction=False)
                     for command in call.commands:
-                        pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+                        pipe.execute_command(*command)  # type: ignore[no-untyped-call, unused-ignore]
                     try:
                         replies = pipe.execute()
                     except redis.exceptions.ResponseError as exc:
                         if "WRONGTYPE" in str(exc):
-                            raise _wrong_type_read(call) from exc
+                            raise wrong_type_read(call) from exc
                         raise server_refusal("read", exc) from exc
                     return call.parse(replies)
         except TRANSIENT_ERRORS as exc:
@@ -153,7 +155,7 @@ class SyncDriver:
         try:
             return self.execute_once(call)
         except TRANSIENT_ERRORS as exc:
-            maybe_applied = _may_have_arrived(call, exc)
+            maybe_applied = may_have_arrived(call, exc)
         spent = time.monotonic() - started
         try:
             for attempt in budget.retrying(spent=spent, attempts_made=1):
@@ -161,7 +163,7 @@ class SyncDriver:
                     try:
                         return self.execute_once(call)
                     except TRANSIENT_ERRORS as exc:
-                        maybe_applied = _may_have_arrived(call, exc) or maybe_applied
+                        maybe_applied = may_have_arrived(call, exc) or maybe_applied
                         raise
                     except FencingError as refusal:
                         if call.ambiguous_after_retry and maybe_applied:
@@ -191,48 +193,3 @@ class SyncDriver:
         raise AssertionError("unreachable: tenacity either returns or raises")
 
 
-def _may_have_arrived(call: ScriptCall[Any], exc: BaseException) -> bool:
-    """Whether a failed attempt's request may have reached the server; raises
-    OutcomeUnknown at once when such a call must not be sent again."""
-    if isinstance(exc, NotDelivered):
-        return False
-    if not call.resend_safe:
-        raise OutcomeUnknown(
-            f"{call.script.name}: the connection failed after the request was sent ({exc}), "
-            "so it may have been applied. It is not sent again: without a sequence (a "
-            "producer made with idempotent=False) a resend could append it twice. Read the "
-            "partition to see whether it landed, or use an idempotent producer, whose "
-            "resends are deduplicated"
-        ) from exc
-    return True
-
-
-# Refusals by the server itself (not by a script's checks): nothing was applied.
-_NOT_APPLIED = (
-    redis.exceptions.OutOfMemoryError,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.BusyLoadingError,
-)
-_NOT_APPLIED_PREFIXES = ("MASTERDOWN", "BUSY", "LOADING", "NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN")
-
-
-def _wrong_type_read(call: ReadCall[Any]) -> WrongKeyType:
-    keys = sorted({str(command[1]) for command in call.commands if len(command) > 1})
-    return WrongKeyType(
-        f"one of the keys {keys} holds a Redis type that redis-fencing does not keep there: "
-        "another program uses this name; choose another namespace or remove that key",
-        key=keys[0] if keys else "",
-        key_type="unknown",
-    )
-
-
-def server_refusal(script: str, exc: redis.exceptions.ResponseError) -> FencingError:
-    """A typed error for a server refusal that no script check produced."""
-    message = str(exc)
-    if isinstance(exc, _NOT_APPLIED) or message.startswith(_NOT_APPLIED_PREFIXES):
-        return Unavailable(
-            f"{script}: Redis refused the call and applied nothing ({message}): out of "
-            "memory under maxmemory-policy noeviction, a read-only replica after a failover, "
-            "or a server that is loading or busy. Fix the server, then retry"
-        )
-    return FencingError(f"{script}: unexpected reply from Redis: {message}")

@@ -1,3 +1,5 @@
+# GENERATED from fencing/_async/producer.py by tools/unasync.py: do not edit.
+# Edit the async source, then run `python tools/unasync.py` (CI checks this file).
 """Producers: ``topic.producer(access_mode=...)`` (Pulsar PIP-68 on Redis, DESIGN 4b).
 
 Every send is one script call (one round trip) that checks, before writing, that this
@@ -22,19 +24,16 @@ on that object fails without a round trip.
 
 from __future__ import annotations
 
-import enum
 import itertools
 import logging
 import math
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from . import protocol
-from .errors import (
+from .. import protocol
+from ..errors import (
     FencingError,
     InvalidArgument,
     InvalidArgumentType,
@@ -44,43 +43,22 @@ from .errors import (
     StateLost,
     Unavailable,
 )
-from .keys import PartitionKeys, slot_of, validate_name
-from .ownership import validate_ttl
-from .process import ProcessBound
-from .protocol.producer import OPEN_MODES
-from .protocol.topic import Sequenced, Writer
-from .record import Record, RecordMetadata, to_bytes
-from .state import ProducerState
-from .validate import check_int
+from ..keys import PartitionKeys, slot_of, validate_name
+from ..modes import AccessMode, Pending
+from ..process import ProcessBound
+from ..protocol.producer import OPEN_MODES
+from ..protocol.topic import Sequenced, Writer
+from ..record import Record, RecordMetadata, to_bytes
+from ..runtime.threads import primitives as runtime
+from ..state import ProducerState
+from ..validate import check_int, validate_ttl
 
 if TYPE_CHECKING:
-    from .keeper import Task
+    from ..runtime.threads.keeper import Task
     from .topic import Topic
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class AccessMode(enum.Enum):
-    """How a producer shares its partitions (Pulsar's PIP-68 modes, plus fencing)."""
-
-    SHARED = "shared"
-    EXCLUSIVE = "exclusive"
-    WAIT_FOR_EXCLUSIVE = "wait_for_exclusive"
-    EXCLUSIVE_WITH_FENCING = "exclusive_with_fencing"
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """A batch whose outcome is unknown (retries ran out): resolved before the next send."""
-
-    records: int
-    generation: int
-    first_sequence: int
-    checksum: str
-    #: When the batch was first sent (time.monotonic()): a resolution long after may find
-    #: the state expired, and then cannot tell "never landed" from "landed, then expired".
-    sent_at: float = field(default_factory=time.monotonic)
 
 
 class _Standing:
@@ -100,7 +78,7 @@ class _Standing:
     def __init__(self, pk: PartitionKeys, writer: Writer, pid: int, generation: int, seq: int):
         self.pk = pk
         self.writer = writer
-        self.lock = threading.Lock()
+        self.lock = runtime.io_lock()
         self.pid = pid
         self.generation = generation
         self.next_sequence = seq
@@ -172,7 +150,7 @@ class Producer(ProcessBound):
         self.session = secrets.token_hex(16)
         self._ttl_ms = max(1, round(self.lease_ttl * 1000))
         self._budget = topic._client._budget_for_ttl(self.lease_ttl)
-        self._lock = threading.Lock()
+        self._lock = runtime.io_lock()
         self._round_robin = itertools.count()
         self._producer_id: int | None = None
         self._standing: dict[int, _Standing] = {}
@@ -400,16 +378,16 @@ class Producer(ProcessBound):
 
     @property
     def producer_id(self) -> int:
-        """The producer id written with every record."""
+        """The producer id written with every record (the producer must be open)."""
         if not self._opened:
-            self.open()
+            runtime.require_open(self)
         assert self._producer_id is not None
         return self._producer_id
 
     def epoch(self, partition: int) -> int:
         """The epoch this producer holds (or registered under) on ``partition``."""
         if not self._opened:
-            self.open()
+            runtime.require_open(self)
         pk = self.topic.partition_keys(partition)
         return self._standing[pk.partition].writer.epoch
 
@@ -440,7 +418,9 @@ class Producer(ProcessBound):
         )
         if partition is None:
             partition = self._choose_partition(record.key, expected_offset)
-        return self.send_batch((record,), partition=partition, expected_offset=expected_offset)[0]
+        return (
+            self.send_batch((record,), partition=partition, expected_offset=expected_offset)
+        )[0]
 
     def send_batch(
         self,
@@ -621,9 +601,10 @@ class Producer(ProcessBound):
 
     @property
     def state(self) -> ProducerState:
-        """PID, generations and next sequence per partition: save it to resume later."""
+        """PID, generations and next sequence per partition: save it to resume later (the
+        producer must be open)."""
         if not self._opened:
-            self.open()
+            runtime.require_open(self)
         assert self._producer_id is not None
         return ProducerState(
             topic=self.topic.name,

@@ -8,16 +8,14 @@ live in ``lua/claim-1.lua``, this module only calls it and keeps what the handle
 from __future__ import annotations
 
 import logging
-import math
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from . import protocol
-from .errors import (
+from .. import protocol
+from ..errors import (
     Fenced,
     FencingError,
     InvalidArgument,
@@ -27,81 +25,27 @@ from .errors import (
     StateLost,
     Unavailable,
 )
-from .grant import Grant
-from .keys import slot_of, validate_label, validate_name, validate_resource
-from .notify import Subscription
-from .process import ProcessBound
-from .protocol.ownership import Seen, Target
+from ..grant import Grant
+from ..keys import slot_of, validate_label, validate_name, validate_resource
+from ..process import ProcessBound
+from ..protocol.ownership import Seen, Target
+from ..runtime.tasks import primitives as runtime
+from ..runtime.tasks.notify import Subscription
+from ..validate import (
+    RECHECK_INTERVAL,
+    generation_arg,
+    resource_list,
+    timeout_arg,
+    validate_ttl,
+)
 
 if TYPE_CHECKING:
     from .client import Client
-    from .driver import SyncDriver
+    from .driver import Driver
 
 log = logging.getLogger(__name__)
 
-MIN_TTL = 0.05
-MAX_TTL = 7 * 24 * 3600.0
-#: A waiting claim tries again at least this often (seconds), even while the holder's lease
-#: runs longer: a release notification can be missed (a holder whose ACL forbids PUBLISH, a
-#: pub/sub connection that dropped it), and a waiter must not then sleep out the whole lease.
-RECHECK_INTERVAL = 1.0
-
 SeveredCallback = Callable[[Grant, int], None]
-
-
-def validate_ttl(ttl: object, name: str = "ttl") -> float:
-    """Return ``ttl`` as seconds if it is a usable lease length, else raise."""
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
-        raise InvalidArgumentType(
-            f"{name} must be a number of seconds, got {type(ttl).__name__}: pass e.g. 10.0"
-        )
-    if not math.isfinite(ttl) or ttl <= 0:
-        raise InvalidArgument(f"{name} must be a positive number of seconds, got {ttl!r}")
-    if ttl < MIN_TTL or ttl > MAX_TTL:
-        raise InvalidArgument(
-            f"{name}={ttl!r}s is outside [{MIN_TTL}, {MAX_TTL:.0f}] seconds: leases shorter "
-            "than 50 ms cannot be renewed reliably over a network"
-        )
-    return float(ttl)
-
-
-def _resources(resources: object) -> list[str]:
-    if isinstance(resources, str):
-        return [validate_resource(resources)]
-    if not isinstance(resources, Iterable) or isinstance(resources, (bytes, bytearray, dict)):
-        raise InvalidArgumentType(
-            f"resources must be a list of str, got {type(resources).__name__}: "
-            "pass e.g. ['orders/0', 'orders/1']"
-        )
-    out = list(dict.fromkeys(validate_resource(r) for r in resources))
-    if not out:
-        raise InvalidArgument("resources must not be empty: name at least one resource")
-    return out
-
-
-def _generation(generation: object) -> int | None:
-    if generation is None:
-        return None
-    if isinstance(generation, bool) or not isinstance(generation, int):
-        raise InvalidArgumentType(
-            f"generation must be None or an int >= 0, got {type(generation).__name__}"
-        )
-    if generation < 0:
-        raise InvalidArgument(
-            f"generation must be None or an int >= 0, got {generation}: 0 resets, a positive "
-            "number claims at that generation, None takes the next one"
-        )
-    return generation
-
-
-def _timeout(timeout: object) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise InvalidArgumentType(f"timeout must be None or seconds, got {type(timeout).__name__}")
-    if not math.isfinite(timeout) or timeout < 0:
-        raise InvalidArgument(f"timeout must be None or >= 0 seconds, got {timeout!r}")
-    return float(timeout)
 
 
 class Ownership(ProcessBound):
@@ -136,10 +80,10 @@ class Ownership(ProcessBound):
         self.session = secrets.token_hex(16)
         self.on_severed = on_severed
         #: Set when a notification says one of this handle's grants was severed.
-        self.severed = threading.Event()
+        self.severed = runtime.Event()
         self._ttl_ms = max(1, round(self.ttl * 1000))
         self._budget = client._budget_for_ttl(self.ttl)
-        self._lock = threading.RLock()
+        self._lock = runtime.state_lock()
         self._targets: dict[str, Target] = {}
         self._grants: dict[str, Grant] = {}
         self._seen: dict[str, Seen] = {}
@@ -150,7 +94,7 @@ class Ownership(ProcessBound):
         #: it runs at least ttl from then (elections time their renew deadline from it).
         self._last_claim_sent = 0.0
         #: Set to make a waiting claim give up (an election closed while it campaigns).
-        self._cancelled = threading.Event()
+        self._cancelled = runtime.Event()
         self._wait_sub: Subscription | None = None
         self._bind_process()
 
@@ -162,7 +106,7 @@ class Ownership(ProcessBound):
         with self._lock:
             return dict(self._grants)
 
-    def claim(
+    async def claim(
         self,
         resources: Iterable[str] | str,
         generation: int | None = None,
@@ -184,13 +128,13 @@ class Ownership(ProcessBound):
         >>> grants["orders/0"].token                                   # doctest: +SKIP
         1
         """
-        names = _resources(resources)
-        gen = _generation(generation)
-        limit = _timeout(timeout)
+        names = resource_list(resources)
+        gen = generation_arg(generation)
+        limit = timeout_arg(timeout)
         if not isinstance(wait, bool):
             raise InvalidArgumentType(f"wait must be a bool, got {type(wait).__name__}")
         deadline = None if limit is None else time.monotonic() + limit
-        self._ready()
+        await self._ready()
         self._ensure_session_subscription()
         taken: list[Grant] = []
         result: dict[str, Grant] = {}
@@ -198,22 +142,22 @@ class Ownership(ProcessBound):
         try:
             for target in self._ordered(names):
                 current = target
-                grant = self._claim_one(target, gen, wait=wait, deadline=deadline)
+                grant = await self._claim_one(target, gen, wait=wait, deadline=deadline)
                 current = None
                 result[target.resource] = grant
                 if grant.new:
                     taken.append(grant)
         except BaseException as exc:
-            self._undo(taken)
+            await self._undo(taken)
             if current is not None and not _definitive(exc):
                 # The claim may have been applied with its reply lost (or the caller was
                 # interrupted): give back what this session may hold, or it would stay held,
                 # by nobody, until its lease lapses.
-                self._abandon(current)
+                await self._abandon(current)
             raise
         return result
 
-    def renew(self, resources: Iterable[str] | str | None = None) -> dict[str, Grant]:
+    async def renew(self, resources: Iterable[str] | str | None = None) -> dict[str, Grant]:
         """Extend the leases of held grants (all by default); returns the renewed grants.
 
         A lapsed lease that nobody else claimed is renewed with the same generation and
@@ -221,8 +165,8 @@ class Ownership(ProcessBound):
         before :class:`Fenced` before :class:`~fencing.errors.Unavailable`. A fenced grant
         is dropped from :attr:`grants` for good.
         """
-        self._ready()
-        names = list(self.grants) if resources is None else _resources(resources)
+        await self._ready()
+        names = list(self.grants) if resources is None else resource_list(resources)
         renewed: dict[str, Grant] = {}
         errors: list[FencingError] = []
         for target in self._ordered(names):
@@ -231,7 +175,7 @@ class Ownership(ProcessBound):
                 target, session=self.session, grant=grant, ttl_ms=self._ttl_ms
             )
             try:
-                lease = self._driver().execute(call, self._budget)
+                lease = await self._driver().execute(call, self._budget)
             except (Fenced, StateLost) as exc:
                 self._lose(grant, exc)
                 errors.append(exc)
@@ -244,7 +188,7 @@ class Ownership(ProcessBound):
             raise _first(errors)
         return renewed
 
-    def check(self, resource: str) -> Grant:
+    async def check(self, resource: str) -> Grant:
         """Confirm this handle still holds ``resource`` now, by server time.
 
         Raises :class:`Fenced` if another session was granted since (permanent for this
@@ -252,24 +196,24 @@ class Ownership(ProcessBound):
         claimed it yet (``renew()`` to continue), :class:`StateLost` if the row vanished.
         """
         name = validate_resource(resource)
-        self._ready()
+        await self._ready()
         grant = self._held(name)
         call = protocol.ownership.check(self._target(name), session=self.session, grant=grant)
         try:
-            lease = self._driver().execute(call, self._budget)
+            lease = await self._driver().execute(call, self._budget)
         except (Fenced, StateLost) as exc:
             self._lose(grant, exc)
             raise
         return self._update(grant, lease)
 
-    def release(self, resources: Iterable[str] | str | None = None) -> dict[str, bool]:
+    async def release(self, resources: Iterable[str] | str | None = None) -> dict[str, bool]:
         """Give up grants at once (all by default); waiters are woken.
 
         Returns ``{resource: released}``: False where the grant was no longer this
         session's (severed, or never held). Never raises :class:`Fenced`.
         """
-        self._ready(check_safe=False)
-        names = list(self.grants) if resources is None else _resources(resources)
+        await self._ready(check_safe=False)
+        names = list(self.grants) if resources is None else resource_list(resources)
         out: dict[str, bool] = {}
         failure: FencingError | None = None
         for target in self._ordered(names):
@@ -280,7 +224,7 @@ class Ownership(ProcessBound):
                 continue
             call = protocol.ownership.release(target, session=self.session, grant=grant)
             try:
-                out[target.resource] = self._driver().execute(call, self._budget)
+                out[target.resource] = await self._driver().execute(call, self._budget)
             except FencingError as exc:
                 out[target.resource] = False
                 failure = failure or exc
@@ -288,7 +232,7 @@ class Ownership(ProcessBound):
             raise failure
         return out
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Release every grant and stop listening for notifications. Idempotent.
 
         In a forked child this does nothing at all: the grants are the parent's.
@@ -297,7 +241,7 @@ class Ownership(ProcessBound):
             return
         try:
             if self._grants:
-                self.release()
+                await self.release()
         except FencingError:
             log.warning(
                 "redis-fencing: releasing %s on close failed; the leases lapse in %.3fs",
@@ -308,14 +252,14 @@ class Ownership(ProcessBound):
         finally:
             self._closed = True
             if self._session_sub is not None:
-                self._session_sub.close()
+                await self._session_sub.close()
                 self._session_sub = None
 
-    def __enter__(self) -> Ownership:
+    async def __aenter__(self) -> Ownership:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     def __repr__(self) -> str:
         return (
@@ -325,16 +269,16 @@ class Ownership(ProcessBound):
 
     # -- internals -------------------------------------------------------------------------
 
-    def _ready(self, *, check_safe: bool = True) -> None:
+    async def _ready(self, *, check_safe: bool = True) -> None:
         self._check_process()
         if self._closed:
             raise InvalidArgument(
                 "this ownership handle is closed: open a new one with client.ownership(...)"
             )
         if check_safe:
-            self._client._ensure_safe(self._budget)
+            await self._client._ensure_safe(self._budget)
 
-    def _driver(self) -> SyncDriver:
+    def _driver(self) -> Driver:
         return self._client._driver(self._budget.timeout)
 
     def _target(self, resource: str) -> Target:
@@ -367,10 +311,10 @@ class Ownership(ProcessBound):
             f"this handle holds no grant on {resource!r} in group {self.group!r}: claim it first"
         )
 
-    def _claim_one(
+    async def _claim_one(
         self, target: Target, generation: int | None, *, wait: bool, deadline: float | None
     ) -> Grant:
-        def attempt() -> Grant:
+        async def attempt() -> Grant:
             call = protocol.ownership.claim(
                 self._client.keys,
                 target,
@@ -382,16 +326,16 @@ class Ownership(ProcessBound):
                 seen=self._seen.get(target.resource),
             )
             self._last_claim_sent = time.monotonic()
-            return self._driver().execute(call, self._budget)
+            return await self._driver().execute(call, self._budget)
 
         try:
-            grant = attempt()
+            grant = await attempt()
         except (OwnershipConflict, Unavailable):
             # A waiting claim also waits out an outage (the same session claims again, so
             # one that landed unseen comes back "kept").
             if not wait:
                 raise
-            grant = self._wait_for(target, attempt, deadline)
+            grant = await self._wait_for(target, attempt, deadline)
         except StateLost as exc:
             with self._lock:
                 self._grants.pop(target.resource, None)
@@ -403,20 +347,23 @@ class Ownership(ProcessBound):
             self._lost.pop(target.resource, None)
         return grant
 
-    def _wait_for(
-        self, target: Target, attempt: Callable[[], Grant], deadline: float | None
+    async def _wait_for(
+        self,
+        target: Target,
+        attempt: Callable[[], runtime.Later[Grant]],
+        deadline: float | None,
     ) -> Grant:
         # Subscribe first, then try again: a release between the refused attempt and the
         # subscription cannot be missed. Then sleep until the holder's lease ends by server
         # time (told by the refusal) or a release notification arrives.
-        with self._client._notifications.subscribe(target.released_channel) as sub:
+        async with self._client._notifications.subscribe(target.released_channel) as sub:
             self._wait_sub = sub
             try:
                 while True:
                     if self._cancelled.is_set():
                         raise InvalidArgument("the wait was cancelled: the handle was closed")
                     try:
-                        return attempt()
+                        return await attempt()
                     except OwnershipConflict as conflict:
                         pause = min(conflict.remaining + 0.002, RECHECK_INTERVAL)
                         error: FencingError = conflict
@@ -431,7 +378,7 @@ class Ownership(ProcessBound):
                         if left <= 0:
                             raise error
                         pause = min(pause, left)
-                    sub.wait(pause)
+                    await sub.wait(pause)
             finally:
                 self._wait_sub = None
 
@@ -442,14 +389,14 @@ class Ownership(ProcessBound):
         if sub is not None:
             sub._event.set()
 
-    def _abandon(self, target: Target) -> None:
+    async def _abandon(self, target: Target) -> None:
         """Best effort, after a claim whose outcome is unknown: release the row if this
         session holds it (the session is unique to this handle, so no token is needed)."""
         with self._lock:
             self._grants.pop(target.resource, None)
         call = protocol.ownership.release(target, session=self.session, grant=None)
         try:
-            self._driver().execute(call, self._budget)
+            await self._driver().execute(call, self._budget)
         except FencingError:
             log.warning(
                 "redis-fencing: could not give back %r after a failed claim; its lease "
@@ -458,14 +405,14 @@ class Ownership(ProcessBound):
                 self.ttl,
             )
 
-    def _undo(self, taken: list[Grant]) -> None:
+    async def _undo(self, taken: list[Grant]) -> None:
         for grant in taken:
             target = self._target(grant.resource)
             with self._lock:
                 self._grants.pop(grant.resource, None)
             call = protocol.ownership.release(target, session=self.session, grant=grant)
             try:
-                self._driver().execute(call, self._budget)
+                await self._driver().execute(call, self._budget)
             except FencingError:
                 log.warning("redis-fencing: undoing claim of %r failed", grant.resource)
 

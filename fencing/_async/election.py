@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
-from . import forks, protocol
-from .errors import (
+from .. import forks, protocol
+from ..errors import (
     Fenced,
     FencingError,
     InvalidArgument,
@@ -33,17 +30,19 @@ from .errors import (
     StateLost,
     Unavailable,
 )
-from .grant import Grant
-from .keys import ELECTION_GROUP, validate_label, validate_name
-from .ownership import RECHECK_INTERVAL, Ownership, validate_ttl
-from .process import ProcessBound
-from .protocol.election import ElectionKeys
-from .protocol.ownership import Seen
+from ..grant import Grant
+from ..keys import ELECTION_GROUP, validate_label, validate_name
+from ..process import ProcessBound
+from ..protocol.election import ElectionKeys, LeaderInfo
+from ..protocol.ownership import Seen
+from ..runtime.tasks import primitives as runtime
+from ..validate import RECHECK_INTERVAL, callback_arg, seconds_arg, validate_ttl
+from .ownership import Ownership
 
 if TYPE_CHECKING:
+    from ..retry import RetryBudget
+    from ..runtime.tasks.keeper import Task
     from .client import Client
-    from .keeper import Task
-    from .retry import RetryBudget
 
 log = logging.getLogger(__name__)
 
@@ -55,49 +54,16 @@ OBSERVE_READ_TTL = 1.0
 #: The smallest retry period: renewals more often than this only load the server.
 MIN_RETRY_PERIOD = 0.01
 
-Callback = Callable[["Leadership"], None]
+#: on_elected / on_revoked: called with the term (under fencing.aio, may be a coroutine
+#: function).
+Callback = Callable[["Leadership"], Any]
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderInfo:
-    """Who leads an election, as read by server time.
-
-    >>> info = election.leader()
-    >>> info.label, info.token, info.lease_left                   # doctest: +SKIP
-    ('host-a', 7, 8.42)
-    """
-
-    name: str
-    #: The leader's ``candidate_id``.
-    label: str
-    #: The term's fencing token (grows by one per term, never goes down).
-    token: int
-    #: When the term began, in seconds since the epoch by the Redis server's clock.
-    since: float
-    #: Seconds left on the leader's lease by server time when this was read.
-    lease_left: float
-
-
-def _seconds(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidArgumentType(f"{name} must be a number of seconds, got {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidArgument(f"{name} must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def _callback(value: object, name: str) -> Callback | None:
-    if value is not None and not callable(value):
-        raise InvalidArgumentType(
-            f"{name} must be a callable taking the Leadership, got {type(value).__name__}"
-        )
-    return value
-
-
-class LostEvent(threading.Event):
-    """``Leadership.lost``: a ``threading.Event`` that also reads as set once the renew
-    deadline has passed, even before the timer thread got to run (a process resumed from a
-    pause sees it set at its very first look), and whose ``wait`` ends at the deadline."""
+class LostEvent(runtime.Event):
+    """``Leadership.lost``: an event (``threading.Event``, or ``asyncio.Event`` in
+    ``fencing.aio``) that also reads as set once the renew deadline has passed, even before
+    the timer got to run (a process resumed from a pause sees it set at its very first
+    look), and whose ``wait`` ends at the deadline."""
 
     def __init__(self, term: Leadership) -> None:
         super().__init__()
@@ -114,14 +80,14 @@ class LostEvent(threading.Event):
 
     isSet = is_set  # noqa: N815 - threading.Event's old alias
 
-    def wait(self, timeout: float | None = None) -> bool:
+    async def wait(self, timeout: float | None = None) -> bool:  # type: ignore[override, unused-ignore]
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             now = time.monotonic()
             bound = self._term._deadline - now
             if end is not None:
                 bound = min(bound, end - now)
-            if super().wait(max(0.0, bound)) or self.is_set():
+            if await runtime.base_wait(self, max(0.0, bound)) or self.is_set():
                 return True
             if end is not None and time.monotonic() >= end:
                 return False
@@ -134,7 +100,7 @@ class Leadership:
     ends here (resigned, superseded, or no renewal succeeded within the renew deadline);
     :meth:`check` asks the server.
 
-    >>> with election.campaign() as leadership:
+    >>> async with election.campaign() as leadership:
     ...     while not leadership.lost.is_set():
     ...         db.execute("UPDATE jobs SET owner_token = %s WHERE id = %s "
     ...                    "AND owner_token <= %s", (leadership.token, 1, leadership.token))
@@ -149,23 +115,22 @@ class Leadership:
         self.term_started = (grant.lease_expires_ms - owner._ttl_ms) / 1000.0
         #: Set when the term ends here; never cleared.
         self._deadline = sent + election.renew_deadline
-        self.lost: threading.Event = LostEvent(self)
+        self.lost: runtime.Event = LostEvent(self)
         self._owner = owner
-        self._cond = threading.Condition()
+        self._lock = runtime.state_lock()
+        #: Wakes the timer: a loss was handed to it, or the term ended.
+        self._wake = runtime.Event()
         #: Set once on_elected has returned: on_revoked never runs before it.
-        self._elected = threading.Event()
-        self._finisher: threading.Thread | None = None
+        self._elected = runtime.Event()
+        #: The timer (a thread, or a task under asyncio), as it sees itself.
+        self._timer: object | None = None
+        self._finisher: object | None = None
         forks.register(self)
         self._pending: FencingError | None = None
         self._ended = False
         self._reason: FencingError | None = None
-        self._finished = threading.Event()
-        self._timer = threading.Thread(
-            target=self._watch, name=f"fencing-election-{election.name}-deadline", daemon=True
-        )
-        self._renewer = threading.Thread(
-            target=self._renew_loop, name=f"fencing-election-{election.name}-renew", daemon=True
-        )
+        self._finished = runtime.Event()
+        self._runners: list[object] = []
 
     # -- public ------------------------------------------------------------------------------
 
@@ -174,7 +139,7 @@ class Leadership:
         """Why the term ended (None while it lasts)."""
         return self._ended_reason() if self.lost.is_set() else None
 
-    def check(self) -> Grant:
+    async def check(self) -> Grant:
         """Confirm, by server time, that this term still holds.
 
         Raises :class:`~fencing.Fenced` once another candidate was elected or the term was
@@ -186,7 +151,7 @@ class Leadership:
         if self.lost.is_set():
             raise self._ended_reason()
         try:
-            grant = self._owner.check(self.election.name)
+            grant = await self._owner.check(self.election.name)
         except (Fenced, StateLost, LeaseExpired) as exc:
             if self.lost.is_set():
                 raise self._ended_reason() from exc
@@ -198,21 +163,21 @@ class Leadership:
         return grant
 
     def _ended_reason(self) -> FencingError:
-        with self._cond:
+        with self._lock:
             return self._reason or self._pending or self._deadline_error()
 
-    def resign(self) -> None:
+    async def resign(self) -> None:
         """End the term now: ``lost`` is set, ``on_revoked`` runs, the row is released and
         waiting candidates are woken. Idempotent; leaving the campaign block calls it."""
         if not self.election._in_own_process():
             return
         if self.lost.is_set():
             # Lost before the resign (a takeover, the deadline): that loss is what ended
-            # the term, whichever thread gets here first: on_revoked sees it, and
-            # exit_on_loss applies.
-            self._finish(self._ended_reason(), resign=False)
+            # the term, whoever gets here first: on_revoked sees it, and exit_on_loss
+            # applies.
+            await self._finish(self._ended_reason(), resign=False)
             return
-        self._finish(
+        await self._finish(
             Fenced(
                 f"the term of token {self.token} in election {self.election.name!r} was "
                 "resigned: campaign again to lead",
@@ -235,8 +200,11 @@ class Leadership:
     # -- internals ---------------------------------------------------------------------------
 
     def _start(self) -> None:
-        self._timer.start()
-        self._renewer.start()
+        name = f"fencing-election-{self.election.name}"
+        self._runners = [
+            runtime.spawn(self._watch, name=f"{name}-deadline"),
+            runtime.spawn(self._renew_loop, name=f"{name}-renew"),
+        ]
 
     def _deadline_error(self) -> LeaseExpired:
         return LeaseExpired(
@@ -250,14 +218,14 @@ class Leadership:
             resource=self.election.name,
         )
 
-    def _renew_loop(self) -> None:
+    async def _renew_loop(self) -> None:
         election = self.election
-        while not threading.Event.wait(self.lost, election.retry_period):
+        while not await runtime.base_wait(self.lost, election.retry_period):
             if self.lost.is_set():
                 return
             sent = time.monotonic()
             try:
-                self._owner.renew(election.name)
+                await self._owner.renew(election.name)
             except (Fenced, StateLost) as exc:
                 self._lose(exc)
                 return
@@ -268,28 +236,34 @@ class Leadership:
             except Exception:
                 log.exception("redis-fencing: election %r: renewal failed", election.name)
                 continue
-            with self._cond:
+            with self._lock:
                 self._deadline = max(self._deadline, sent + election.renew_deadline)
 
-    def _watch(self) -> None:
-        with self._cond:
-            while not self._ended and self._pending is None:
+    async def _watch(self) -> None:
+        """The timer: ends the term at the renew deadline, or when a loss is handed to it
+        (callbacks never run on a notifier or renewer thread)."""
+        self._timer = runtime.current()
+        while True:
+            with self._lock:
+                if self._ended:
+                    return
+                if self._pending is not None:
+                    reason: FencingError = self._pending
+                    break
                 left = self._deadline - time.monotonic()
                 if left <= 0:
+                    reason = self._deadline_error()
                     break
-                self._cond.wait(left)
-            if self._ended:
-                return
-            reason = self._pending or self._deadline_error()
-        self._finish(reason, resign=False)
+                self._wake.clear()  # under the lock: a loss handed over after this wakes us
+            await runtime.wait_event(self._wake, left)
+        await self._finish(reason, resign=False)
 
     def _lose(self, exc: FencingError) -> None:
-        """Hand a loss to the timer thread, which ends the term (callbacks never run on a
-        notifier or renewer thread)."""
-        with self._cond:
+        """Hand a loss to the timer, which ends the term."""
+        with self._lock:
             if self._pending is None:
                 self._pending = exc
-            self._cond.notify_all()
+            self._wake.set()
 
     def _on_severed(self, grant: Grant, new_token: int) -> None:
         if grant.token == self.token:
@@ -307,33 +281,33 @@ class Leadership:
 
     def _after_fork_in_child(self) -> None:
         # The term is the parent's: in the child it is over (its loop must not run on).
-        threading.Event.set(self.lost)
+        runtime.Event.set(self.lost)
         self._ended = True
 
-    def _finish(self, reason: FencingError, *, resign: bool) -> None:
-        me = threading.current_thread()
-        with self._cond:
+    async def _finish(self, reason: FencingError, *, resign: bool) -> None:
+        me = runtime.current()
+        with self._lock:
             if self._ended:
                 ended_here = False
             else:
                 self._ended = ended_here = True
                 self._reason = reason
                 self._finisher = me
-            self._cond.notify_all()
+            self._wake.set()
         if not ended_here:
             if me is not self._timer and me is not self._finisher:
-                self._finished.wait(self.election.ttl)
+                await runtime.wait_event(self._finished, self.election.ttl)
             return
         election = self.election
-        threading.Event.set(self.lost)
+        runtime.Event.set(self.lost)
         escaped: BaseException | None = None
         try:
             if me is self._timer:
                 # on_revoked never runs before on_elected returned.
-                self._elected.wait()
+                await runtime.wait_event(self._elected, None)
             if election.on_revoked is not None:
                 try:
-                    election.on_revoked(self)
+                    await runtime.call(election.on_revoked, self)
                 except BaseException as exc:
                     log.exception("redis-fencing: election %r: on_revoked failed", election.name)
                     if not isinstance(exc, Exception):
@@ -350,8 +324,8 @@ class Leadership:
                     os._exit(EXIT_ON_LOSS_STATUS)
                 # Release (a no-op when superseded) so that waiting candidates are woken now
                 # rather than at the end of the lease; then tell observers.
-                self._owner.close()
-                election._publish_change(f"ended {self.token}")
+                await self._owner.close()
+                await election._publish_change(f"ended {self.token}")
                 election._term_ended(self)
             finally:
                 self._finished.set()
@@ -396,11 +370,11 @@ class Election(ProcessBound):
         if renew_deadline is None:
             self.renew_deadline = self.ttl * 2 / 3
         else:
-            self.renew_deadline = _seconds(renew_deadline, "renew_deadline")
+            self.renew_deadline = seconds_arg(renew_deadline, "renew_deadline")
         if retry_period is None:
             self.retry_period = self.renew_deadline / 4
         else:
-            self.retry_period = _seconds(retry_period, "retry_period")
+            self.retry_period = seconds_arg(retry_period, "retry_period")
         if not self.ttl > self.renew_deadline:
             raise InvalidArgument(
                 f"renew_deadline={self.renew_deadline!r}s must be below ttl={self.ttl!r}s: a "
@@ -421,27 +395,27 @@ class Election(ProcessBound):
             raise InvalidArgumentType(
                 f"exit_on_loss must be a bool, got {type(exit_on_loss).__name__}"
             )
-        self.on_elected = _callback(on_elected, "on_elected")
-        self.on_revoked = _callback(on_revoked, "on_revoked")
+        self.on_elected = callback_arg(on_elected, "on_elected")
+        self.on_revoked = callback_arg(on_revoked, "on_revoked")
         self.exit_on_loss = exit_on_loss
         self._keys = ElectionKeys.of(client.keys, self.name)
         self._budget = client._budget_for_ttl(self.ttl)
         #: observe() reads with a short budget, so close() ends it within about a second
         #: even while Redis does not answer (a read is safe to give up on and repeat).
         self._observe_budget = client._budget_for_ttl(min(self.ttl, OBSERVE_READ_TTL))
-        self._lock = threading.Lock()
+        self._lock = runtime.state_lock()
         self._terms: list[Leadership] = []
-        self._observers: list[threading.Event] = []
+        self._observers: list[runtime.Event] = []
         self._waiting: list[Ownership] = []
         #: The row's incarnation and the highest token this handle saw (G9 across terms).
         self._seen: Seen | None = None
-        self._closed = threading.Event()
+        self._closed = runtime.Event()
         self._bind_process()
 
     # -- public ------------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def campaign(self, timeout: float | None = None) -> Iterator[Leadership]:
+    @contextlib.asynccontextmanager
+    async def campaign(self, timeout: float | None = None) -> AsyncIterator[Leadership]:
         """Block until elected (up to ``timeout`` seconds; None waits forever), then yield
         the :class:`Leadership`. Leaving the block resigns.
 
@@ -453,19 +427,19 @@ class Election(ProcessBound):
         ...     leadership.token                                   # doctest: +SKIP
         8
         """
-        term = self._win(timeout)
+        term = await self._win(timeout)
         try:
             yield term
         finally:
-            term.resign()
+            await term.resign()
 
-    def leader(self) -> LeaderInfo | None:
+    async def leader(self) -> LeaderInfo | None:
         """Who leads now by server time, or None (nobody, or the last lease lapsed)."""
         self._ready()
-        return self._leader(self._budget)
+        return await self._leader(self._budget)
 
-    def _leader(self, budget: RetryBudget) -> LeaderInfo | None:
-        view = self._peek(budget)
+    async def _leader(self, budget: RetryBudget) -> LeaderInfo | None:
+        view = await self._peek(budget)
         if view.incarnation:
             self._saw(view.incarnation, view.token)
         if not view.holder_label:
@@ -478,12 +452,12 @@ class Election(ProcessBound):
             lease_left=max(0, view.expires_ms - view.now_ms) / 1000.0,
         )
 
-    def candidates(self) -> int:
+    async def candidates(self) -> int:
         """How many candidates are campaigning (waiting to be elected) now."""
         self._ready()
-        return self._peek().candidates
+        return (await self._peek()).candidates
 
-    def observe(self, timeout: float | None = None) -> Iterator[LeaderInfo | None]:
+    async def observe(self, timeout: float | None = None) -> AsyncIterator[LeaderInfo | None]:
         """Iterate over leader changes: first who leads now (or None), then each change.
 
         Woken by notifications (an election, a resignation) and by the end of the leader's
@@ -495,8 +469,8 @@ class Election(ProcessBound):
         ...     print("leader:", info.label if info else None)   # doctest: +SKIP
         """
         self._ready()
-        limit = None if timeout is None else _seconds(timeout, "timeout")
-        wake = threading.Event()
+        limit = None if timeout is None else seconds_arg(timeout, "timeout")
+        wake = runtime.Event()
         with self._lock:
             self._observers.append(wake)
         notifications = self._client._notifications
@@ -510,10 +484,10 @@ class Election(ProcessBound):
             while not self._closed.is_set():
                 wake.clear()
                 try:
-                    info = self._leader(self._observe_budget)
+                    info = await self._leader(self._observe_budget)
                 except Unavailable as exc:
                     log.warning("redis-fencing: observing election %r: %s", self.name, exc)
-                    wake.wait(RECHECK_INTERVAL)
+                    await runtime.wait_event(wake, RECHECK_INTERVAL)
                     continue
                 current = None if info is None else (info.token, info.label)
                 if current != last:
@@ -529,15 +503,15 @@ class Election(ProcessBound):
                     if left <= 0:
                         return
                     pause = min(pause, left)
-                wake.wait(pause)
+                await runtime.wait_event(wake, pause)
         finally:
             for sub in subs:
-                sub.close()
+                await sub.close()
             with self._lock:
                 if wake in self._observers:
                     self._observers.remove(wake)
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Resign any term this election holds and end every :meth:`observe` iterator.
         Idempotent; in a forked child it does nothing (the terms are the parent's)."""
         if not self._in_own_process():
@@ -552,13 +526,13 @@ class Election(ProcessBound):
         for owner in waiting:
             owner._cancel_wait()
         for term in terms:
-            term.resign()
+            await term.resign()
 
-    def __enter__(self) -> Election:
+    async def __aenter__(self) -> Election:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     def __repr__(self) -> str:
         return f"<fencing.Election name={self.name!r} candidate={self.candidate_id!r}>"
@@ -570,32 +544,32 @@ class Election(ProcessBound):
         if self._closed.is_set():
             raise self._closed_error()
 
-    def _peek(self, budget: RetryBudget | None = None) -> protocol.election.RowView:
+    async def _peek(self, budget: RetryBudget | None = None) -> protocol.election.RowView:
         budget = budget or self._budget
         call = protocol.election.peek(self._keys.target.key, self._keys.candidates)
-        return self._client._driver(budget.timeout).execute(call, budget)
+        return await self._client._driver(budget.timeout).execute(call, budget)
 
-    def _register(self, session: str, ttl_ms: int) -> None:
+    async def _register(self, session: str, ttl_ms: int) -> None:
         call = protocol.election.candidate(
             self._keys, session=session, label=self.candidate_id, ttl_ms=ttl_ms
         )
-        self._client._driver(self._budget.timeout).execute(call, self._budget)
+        await self._client._driver(self._budget.timeout).execute(call, self._budget)
 
-    def _win(self, timeout: float | None) -> Leadership:
+    async def _win(self, timeout: float | None) -> Leadership:
         self._ready()
         if timeout is not None:
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
                 raise InvalidArgumentType(
                     f"timeout must be None or seconds, got {type(timeout).__name__}"
                 )
-            timeout = _seconds(timeout, "timeout") if timeout != 0 else 0.0
+            timeout = seconds_arg(timeout, "timeout") if timeout != 0 else 0.0
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            term = self._try_win(deadline)
+            term = await self._try_win(deadline)
             if term is not None:
                 return term
 
-    def _try_win(self, deadline: float | None) -> Leadership | None:
+    async def _try_win(self, deadline: float | None) -> Leadership | None:
         """One campaign with a session of its own; None when the grant came too late to
         be used (no time left before its renew deadline): campaign again."""
         holder: list[Leadership] = []
@@ -622,19 +596,19 @@ class Election(ProcessBound):
         ttl_ms = owner._ttl_ms
         refresh: Task | None = None
         try:
-            self._register(owner.session, ttl_ms)
+            await self._register(owner.session, ttl_ms)
 
-            def keep_registered() -> bool:
+            async def keep_registered() -> bool:
                 if owner._cancelled.is_set():
                     return False
-                self._register(owner.session, ttl_ms)
+                await self._register(owner.session, ttl_ms)
                 return True
 
             refresh = self._client._keeper.schedule(self.ttl / 3, keep_registered)
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            grant = owner.claim(self.name, wait=True, timeout=left)[self.name]
+            grant = (await owner.claim(self.name, wait=True, timeout=left))[self.name]
         except BaseException:
-            owner.close()
+            await owner.close()
             raise
         finally:
             owner._cancelled.set()
@@ -644,29 +618,31 @@ class Election(ProcessBound):
                 if owner in self._waiting:
                     self._waiting.remove(owner)
             with contextlib.suppress(FencingError):
-                self._register(owner.session, 0)
+                await self._register(owner.session, 0)
         self._saw(grant.incarnation, grant.token)
         sent = owner._last_claim_sent
         if time.monotonic() >= sent + self.renew_deadline:
             # The claim's retries outlasted the renew deadline: this term could not be
             # used safely. Give it back and campaign again (never announced, never held).
-            owner.close()
+            await owner.close()
             return None
         term = Leadership(self, owner, grant, sent)
         holder.append(term)
         with self._lock:
-            if self._closed.is_set():
-                owner.close()
-                raise self._closed_error()
-            self._terms.append(term)
+            closed = self._closed.is_set()
+            if not closed:
+                self._terms.append(term)
+        if closed:
+            await owner.close()
+            raise self._closed_error()
         term._start()
-        self._publish_change(f"elected {grant.token}")
+        await self._publish_change(f"elected {grant.token}")
         try:
             if self.on_elected is not None:
-                self.on_elected(term)
+                await runtime.call(self.on_elected, term)
         except BaseException:
             term._elected.set()
-            term.resign()
+            await term.resign()
             raise
         term._elected.set()
         return term
@@ -684,11 +660,11 @@ class Election(ProcessBound):
             "this election handle is closed: open a new one with client.election(...)"
         )
 
-    def _publish_change(self, message: str) -> None:
+    async def _publish_change(self, message: str) -> None:
         # Only makes observers prompt: they re-check by server time anyway.
         try:
             driver = self._client._driver(self._budget.timeout)
-            driver.redis.publish(self._keys.changed_channel, message)
+            await driver.redis.publish(self._keys.changed_channel, message)
         except Exception as exc:
             log.debug("redis-fencing: election %r: publish failed: %s", self.name, exc)
 

@@ -13,35 +13,35 @@ lease they protect. One pool per timeout value, created on demand.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
-import redis
+import redis.asyncio
 import redis.exceptions
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from . import forks
-from .driver import SyncDriver
-from .election import Election, Leadership
-from .errors import (
+from .. import forks
+from ..errors import (
     ConfigurationError,
     InvalidArgumentType,
     OutcomeUnknown,
     StateLost,
     Unavailable,
 )
-from .keeper import Keeper
-from .keys import Keys
-from .notify import Notifier
+from ..keys import Keys
+from ..record import DEFAULT_LIMITS
+from ..retry import TRANSIENT_ERRORS, RetryBudget
+from ..runtime.tasks import primitives as runtime
+from ..runtime.tasks.keeper import Keeper
+from ..runtime.tasks.notify import Notifier
+from ..settings import FencingSettings, load_settings
+from ..text import text as _text
+from ..urls import redis_from_url
+from .driver import Driver
+from .election import Election, Leadership
 from .ownership import Ownership
-from .record import DEFAULT_LIMITS
-from .retry import TRANSIENT_ERRORS, RetryBudget
-from .settings import FencingSettings, load_settings
-from .text import text as _text
 from .topic import Topic
-from .urls import redis_from_url
 
 # Connection kwargs tied to the original pool's runtime state: never copied to a clone.
 _POOL_BOUND_KWARGS = ("maint_notifications_pool_handler", "maint_notifications_config")
@@ -58,7 +58,7 @@ class Client:
 
     def __init__(
         self,
-        redis_client: redis.Redis | None = None,
+        redis_client: redis.asyncio.Redis | None = None,
         *,
         namespace: str | None = None,
         socket_timeout: float | None = None,
@@ -74,16 +74,18 @@ class Client:
             overrides["allow_eviction"] = allow_eviction
         self.settings = load_settings(settings, **overrides)
         if redis_client is None:
-            redis_client = redis_from_url(self.settings.redis_url)
-        elif not isinstance(redis_client, redis.Redis):
+            redis_client = redis_from_url(self.settings.redis_url, redis.asyncio.Redis)
+        elif not isinstance(redis_client, redis.asyncio.Redis):
             raise InvalidArgumentType(
-                f"fencing.Client needs a redis.Redis client, got {type(redis_client).__name__}: "
-                "use fencing.Client.from_url(url) or pass redis.Redis(...)"
+                "fencing.aio.Client needs a redis.asyncio.Redis client, got "
+                f"{type(redis_client).__name__}: use fencing.aio.Client.from_url(url) or pass "
+                "redis.asyncio.Redis(...)"
             )
         self._base = redis_client
         self.keys = Keys(self.settings.namespace)
-        self._lock = threading.RLock()
-        self._drivers: dict[float, SyncDriver] = {}
+        self._lock = runtime.state_lock()
+        self._safe_lock = runtime.io_lock()
+        self._drivers: dict[float, Driver] = {}
         self._safe_checked = False
         self._keeper = Keeper()
         self._notifier = Notifier(lambda: self._clone(self.settings.socket_timeout, pubsub=True))
@@ -93,7 +95,8 @@ class Client:
         # A client made before a fork works in the child for new handles: fresh locks (a
         # thread of the parent may have held one at the fork) and fresh pools (the parent's
         # connections stay the parent's). The keeper and the notifier reset themselves.
-        self._lock = threading.RLock()
+        self._lock = runtime.state_lock()
+        self._safe_lock = runtime.io_lock()
         self._drivers = {}
 
     @classmethod
@@ -111,7 +114,7 @@ class Client:
         """
         settings = load_settings() if url is None else load_settings(redis_url=url)
         return cls(
-            redis_from_url(settings.redis_url),
+            redis_from_url(settings.redis_url, redis.asyncio.Redis),
             namespace=namespace,
             socket_timeout=socket_timeout,
             allow_eviction=allow_eviction,
@@ -202,27 +205,27 @@ class Client:
 
     # -- internals used by handles ----------------------------------------------------------
 
-    def _allocate_producer_id(self) -> int:
+    async def _allocate_producer_id(self) -> int:
         """A new producer id from the namespace's counter (ids grow; never reused)."""
         budget = self._budget_default()
-        self._ensure_safe(budget)
+        await self._ensure_safe(budget)
         r = self._driver(budget.timeout).redis
         try:
-            for attempt in budget.retrying():
+            async for attempt in budget.retrying_async():
                 with attempt:
-                    return int(r.incr(self.keys.producer_ids()))
+                    return int(await r.incr(self.keys.producer_ids()))
         except TRANSIENT_ERRORS as exc:
             raise OutcomeUnknown(f"could not allocate a producer id: {exc}") from exc
         raise AssertionError("unreachable")
 
-    def _check_producer_id(self, pid: int) -> None:
+    async def _check_producer_id(self, pid: int) -> None:
         """Refuse a saved producer id this namespace's counter has not handed out yet: the
         state comes from another namespace or server, or the counter went backwards (a
         failover lost its INCR), and a new producer could be given the same id."""
         budget = self._budget_default()
-        self._ensure_safe(budget)
+        await self._ensure_safe(budget)
         try:
-            raw = self._driver(budget.timeout).redis.get(self.keys.producer_ids())
+            raw = await self._driver(budget.timeout).redis.get(self.keys.producer_ids())
         except redis.exceptions.ResponseError as exc:
             raise StateLost(
                 f"the producer-id counter {self.keys.producer_ids()!r} is not a number "
@@ -244,7 +247,7 @@ class Client:
                 key=self.keys.producer_ids(),
             )
 
-    def _clone(self, timeout: float, *, pubsub: bool = False) -> redis.Redis:
+    def _clone(self, timeout: float, *, pubsub: bool = False) -> redis.asyncio.Redis:
         pool = self._base.connection_pool
         kwargs = {
             k: v
@@ -259,19 +262,19 @@ class Client:
             retry_on_error=[],
             decode_responses=False,
         )
-        clone = redis.ConnectionPool(
+        clone = redis.asyncio.ConnectionPool(
             connection_class=pool.connection_class,
             max_connections=pool.max_connections,
             **kwargs,
         )
-        client = redis.Redis(connection_pool=clone)
+        client = redis.asyncio.Redis(connection_pool=clone)
         # Stream replies are parsed by fencing.protocol.topic, straight from the wire format:
         # redis-py's per-entry dicts would cost more than the rest of a read.
         for command in ("XRANGE", "XREAD"):
             client.set_response_callback(command, _raw_reply)
         return client
 
-    def _driver(self, timeout: float) -> SyncDriver:
+    def _driver(self, timeout: float) -> Driver:
         """The driver whose socket timeouts are ``timeout`` seconds (one pool per value)."""
         driver = self._drivers.get(timeout)
         if driver is None:
@@ -279,20 +282,20 @@ class Client:
                 driver = self._drivers.get(timeout)
                 if driver is None:
                     scripts = self._clone(timeout).connection_pool  # the script path's own
-                    driver = SyncDriver(self._clone(timeout), scripts)
+                    driver = Driver(self._clone(timeout), scripts)
                     self._drivers[timeout] = driver
         return driver
 
-    def _ensure_safe(self, budget: RetryBudget) -> None:
+    async def _ensure_safe(self, budget: RetryBudget) -> None:
         """Check ``maxmemory-policy`` once per client (DESIGN: no silent eviction)."""
         if self._safe_checked or self.settings.allow_eviction:
             return
-        with self._lock:
+        async with self._safe_lock:
             if self._safe_checked:
                 return
             driver_redis = self._driver(budget.timeout).redis
             try:
-                reply = driver_redis.config_get("maxmemory-policy")
+                reply = await driver_redis.config_get("maxmemory-policy")
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
                 raise Unavailable(f"cannot reach Redis to check its configuration: {exc}") from exc
             except redis.exceptions.ResponseError as exc:
@@ -326,20 +329,20 @@ class Client:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Stop the notification listener and close this client's own connections."""
         self._keeper.close()
-        self._notifier.close()
+        await self._notifier.close()
         with self._lock:
             drivers, self._drivers = list(self._drivers.values()), {}
         for driver in drivers:
-            driver.close()
+            await driver.close()
 
-    def __enter__(self) -> Client:
+    async def __aenter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     def __repr__(self) -> str:
         kw = self._base.connection_pool.connection_kwargs

@@ -1,3 +1,5 @@
+# GENERATED from fencing/_async/topic.py by tools/unasync.py: do not edit.
+# Edit the async source, then run `python tools/unasync.py` (CI checks this file).
 """``client.topic(name, partitions=N)``: a partitioned log over Redis Streams (seed 001).
 
 A topic's metadata (its partition count and incarnation) and each partition's metadata
@@ -9,52 +11,32 @@ at offset ``o`` is the stream entry ``0-(o+1)`` (G6), so seeking is one O(log n)
 from __future__ import annotations
 
 import logging
-import math
 import secrets
-import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
-from . import forks, protocol
+from .. import forks, protocol
+from ..errors import InvalidArgument, StateLost
+from ..keys import PartitionKeys, slot_of, validate_name
+from ..modes import AccessMode
+from ..partitioner import partition_for_key
+from ..protocol.topic import PartitionInfo, TopicInfo
+from ..record import DEFAULT_LIMITS, Limits
+from ..runtime.threads import primitives as runtime
+from ..state import ProducerState
+from ..validate import check_int, validate_state_ttl
 from .consumer import Consumer
-from .errors import InvalidArgument, InvalidArgumentType, StateLost
-from .keys import PartitionKeys, slot_of, validate_name
-from .partitioner import partition_for_key
-from .producer import AccessMode, Producer
-from .protocol.topic import PartitionInfo, TopicInfo
+from .producer import Producer
 from .reader import Reader
-from .record import DEFAULT_LIMITS, Limits
-from .state import ProducerState
-from .validate import check_int
 
 if TYPE_CHECKING:
+    from ..retry import RetryBudget
     from .client import Client
-    from .driver import SyncDriver
-    from .retry import RetryBudget
+    from .driver import Driver
 
 StartOffset = int | Literal["earliest", "latest"]
 
 log = logging.getLogger(__name__)
-
-#: Bounds of a topic's producer state expiry, in seconds.
-MIN_STATE_TTL = 1.0
-MAX_STATE_TTL = 10 * 365 * 24 * 3600.0
-
-
-def validate_state_ttl(value: object) -> float:
-    """``value`` as seconds if it can be a producer state expiry, else a typed error."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidArgumentType(
-            f"producer_state_ttl must be seconds, got {type(value).__name__}: pass e.g. 604800"
-        )
-    if not math.isfinite(value) or not MIN_STATE_TTL <= value <= MAX_STATE_TTL:
-        raise InvalidArgument(
-            f"producer_state_ttl must be between {MIN_STATE_TTL:g} and {MAX_STATE_TTL:g} "
-            f"seconds, got {value!r}: shorter would expire an idempotent producer's state "
-            "between two of its sends"
-        )
-    return float(value)
-
 
 class Topic:
     """A topic of ``partitions`` partitions. Opened (and created) on first use.
@@ -104,19 +86,19 @@ class Topic:
         self.limits = Limits(max_record_bytes, max_batch_records, max_batch_bytes)
         self._meta_key = client.keys.topic_meta(self.name)
         self._budget = client._budget_default()
-        self._lock = threading.Lock()
+        self._lock = runtime.io_lock()
         self._info: TopicInfo | None = None
         self._parts: list[PartitionKeys] = []
         self._incs: list[str] = []
         self._seen_next: list[int] = []
-        self._seen_lock = threading.Lock()
+        self._seen_lock = runtime.state_lock()
         forks.register(self)
 
     def _after_fork_in_child(self) -> None:
         # A topic is a factory of handles, usable in a child: its locks must not be ones a
         # thread of the parent held at the fork.
-        self._lock = threading.Lock()
-        self._seen_lock = threading.Lock()
+        self._lock = runtime.io_lock()
+        self._seen_lock = runtime.state_lock()
 
     # -- metadata ---------------------------------------------------------------------------
 
@@ -127,6 +109,10 @@ class Topic:
                 if self._info is None:
                     self._open()
         return self
+
+    @property
+    def _opened(self) -> bool:
+        return self._info is not None
 
     def _open(self) -> None:
         client = self._client
@@ -195,22 +181,22 @@ class Topic:
     @property
     def producer_state_ttl(self) -> float:
         """Seconds after its last write that a producer's state is kept on this topic (fixed
-        at creation; opens the topic)."""
-        self.open()
+        at creation; the topic must be open)."""
+        runtime.require_open(self)
         assert self._info is not None
         return self._info.pid_expiry_ms / 1000.0
 
     @property
     def partitions(self) -> int:
-        """The number of partitions (opens the topic)."""
-        self.open()
+        """The number of partitions (the topic must be open: the sync flavour opens it here)."""
+        runtime.require_open(self)
         assert self._info is not None
         return self._info.partitions
 
     @property
     def incarnation(self) -> str:
-        """The random id created with the topic (opens the topic)."""
-        self.open()
+        """The random id created with the topic (the topic must be open)."""
+        runtime.require_open(self)
         assert self._info is not None
         return self._info.incarnation
 
@@ -231,6 +217,7 @@ class Topic:
 
     def offsets(self, partition: int) -> tuple[int, int]:
         """``(start, next)``: the first retained offset and the next offset to be written."""
+        self.open()
         pk = self.partition_keys(partition)
         seen = self.seen_next(pk.partition)
         info = self._driver().read(protocol.topic.partition_info(pk), self._budget)
@@ -244,6 +231,7 @@ class Topic:
         Offsets of the records kept never change (G6). Trimming past the end raises
         :class:`~fencing.OffsetOutOfRange`; trimming below the current start does nothing.
         """
+        self.open()
         pk = self.partition_keys(partition)
         before = check_int("before_offset", before_offset)
         info = self._driver().execute(
@@ -315,9 +303,10 @@ class Topic:
         ...     records = c.poll(max_records=100, block_ms=1000)
         ...     c.commit()
         """
-        return Consumer(
-            self, group, member_id, partitions, start=start, ttl=ttl, wait=wait, timeout=timeout
-        )
+        self.open()
+        consumer = Consumer(self, group, member_id, partitions, start=start, ttl=ttl)
+        consumer._open(start, wait=wait, timeout=timeout)
+        return consumer
 
     def reader(self, partition: int, start_offset: StartOffset = "earliest") -> Reader:
         """A reader of one partition from ``start_offset`` (an int, "earliest" or "latest").
@@ -325,11 +314,14 @@ class Topic:
         Raises :class:`~fencing.OffsetOutOfRange` for an offset below the first retained
         record or past the next offset.
         """
-        return Reader(self, partition, start_offset)
+        self.open()
+        reader = Reader(self, partition)
+        reader._start(start_offset)
+        return reader
 
     # -- internals shared by producers and readers ---------------------------------------------
 
-    def _driver(self, timeout: float | None = None) -> SyncDriver:
+    def _driver(self, timeout: float | None = None) -> Driver:
         return self._client._driver(self._budget.timeout if timeout is None else timeout)
 
     @property

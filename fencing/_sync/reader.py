@@ -1,3 +1,5 @@
+# GENERATED from fencing/_async/reader.py by tools/unasync.py: do not edit.
+# Edit the async source, then run `python tools/unasync.py` (CI checks this file).
 """Readers: ``topic.reader(partition, start_offset)``. Read a partition by offset.
 
 A read is one round trip: the partition's metadata and the records, pipelined. The
@@ -12,10 +14,10 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from . import protocol
-from .errors import InvalidArgument, StateLost
-from .record import Record
-from .validate import check_int
+from .. import protocol
+from ..errors import InvalidArgument, StateLost
+from ..record import Record
+from ..validate import check_int
 
 if TYPE_CHECKING:
     from .topic import StartOffset, Topic
@@ -35,11 +37,15 @@ class Reader:
     ...     handle(record)
     """
 
-    def __init__(self, topic: Topic, partition: int, start_offset: StartOffset) -> None:
+    def __init__(self, topic: Topic, partition: int) -> None:
         self.topic = topic
         self._pk = topic.partition_keys(partition)
         self.partition = self._pk.partition
-        start, end = topic.offsets(self.partition)
+        self._position = 0
+
+    def _start(self, start_offset: StartOffset) -> None:
+        """Place the reader at ``start_offset`` (made by :meth:`Topic.reader`)."""
+        start, end = self.topic.offsets(self.partition)
         if start_offset == "earliest":
             position = start
         elif start_offset == "latest":
@@ -135,7 +141,8 @@ class Reader:
 
     def __iter__(self) -> Iterator[Record]:
         while True:
-            yield from self.read(max_records=100, block_ms=_TAIL_BLOCK_MS)
+            for record in self.read(max_records=100, block_ms=_TAIL_BLOCK_MS):
+                yield record
 
     def __repr__(self) -> str:
         return (

@@ -16,27 +16,27 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from . import protocol
-from .errors import (
+from .. import protocol
+from ..errors import (
     Fenced,
     FencingError,
     InvalidArgument,
     InvalidArgumentType,
     StateLost,
 )
-from .keys import validate_label
-from .ownership import Ownership, validate_ttl
-from .process import ProcessBound
+from ..keys import validate_label
+from ..process import ProcessBound
+from ..record import Record
+from ..validate import check_int, validate_ttl
+from .ownership import Ownership
 from .reader import MAX_BLOCK_MS, MAX_READ_RECORDS, Reader
-from .record import Record
-from .validate import check_int
 
 if TYPE_CHECKING:
-    from .keeper import Task
-    from .keys import PartitionKeys
+    from ..keys import PartitionKeys
+    from ..runtime.tasks.keeper import Task
     from .topic import StartOffset, Topic
 
 log = logging.getLogger(__name__)
@@ -95,16 +95,12 @@ class Consumer(ProcessBound):
         *,
         start: Start = "committed",
         ttl: float = 10.0,
-        wait: bool = False,
-        timeout: float | None = None,
     ) -> None:
         self.topic = topic
         self.member_id = validate_label("member_id", member_id)
         self._owner = Ownership(topic._client, group, self.member_id, validate_ttl(ttl))
         self.group = self._owner.group
         self.ttl = self._owner.ttl
-        if not isinstance(wait, bool):
-            raise InvalidArgumentType(f"wait must be a bool, got {type(wait).__name__}")
         if not (isinstance(start, int) and not isinstance(start, bool)) and start not in (
             "committed",
             "earliest",
@@ -123,18 +119,24 @@ class Consumer(ProcessBound):
         self._closed = False
         self._next = 0  # round-robin start of the next poll
         self._bind_process()
+
+    async def _open(self, start: Start, *, wait: bool, timeout: float | None) -> None:
+        """Claim the partitions and place the readers (made by :meth:`Topic.consumer`)."""
+        if not isinstance(wait, bool):
+            raise InvalidArgumentType(f"wait must be a bool, got {type(wait).__name__}")
+        topic = self.topic
         if isinstance(start, int):
             for p in self._parts:  # a bad offset is refused before anything is written
-                first, end = topic.offsets(p)
+                first, end = await topic.offsets(p)
                 if not first <= start <= end:
                     raise protocol.topic.out_of_range(self._keys[p], start, first, end)
         try:
-            self._owner.claim(list(self._resources.values()), wait=wait, timeout=timeout)
+            await self._owner.claim(list(self._resources.values()), wait=wait, timeout=timeout)
             for p in self._parts:
-                self._readers[p] = topic.reader(p, self._start_of(p, start))
+                self._readers[p] = await topic.reader(p, await self._start_of(p, start))
             self._renewal = topic._client._keeper.schedule(self.ttl / 3.0, self._renew)
         except BaseException:
-            self._owner.close()
+            await self._owner.close()
             raise
 
     # -- public ------------------------------------------------------------------------------
@@ -144,7 +146,7 @@ class Consumer(ProcessBound):
         """The partitions this consumer owns."""
         return list(self._parts)
 
-    def poll(self, max_records: int = 100, block_ms: int | None = None) -> list[Record]:
+    async def poll(self, max_records: int = 100, block_ms: int | None = None) -> list[Record]:
         """Up to ``max_records`` records from the owned partitions, in offset order per
         partition (partitions take turns).
 
@@ -160,13 +162,13 @@ class Consumer(ProcessBound):
         if block > MAX_BLOCK_MS:
             raise InvalidArgument(f"block_ms is capped at {MAX_BLOCK_MS} (one day), got {block}")
         self._ready()
-        self._check_all()
-        records = self._fetch(count)
+        await self._check_all()
+        records = await self._fetch(count)
         if records or block == 0:
             return records
         deadline = time.monotonic() + block / 1000.0
         if len(self._parts) == 1:
-            return self._after_block(self._readers[self._parts[0]].read(count, block))
+            return await self._after_block(await self._readers[self._parts[0]].read(count, block))
         while True:
             # Partitions live in different slots (a cluster cannot block on them together):
             # wait on each in turn, briefly.
@@ -175,11 +177,11 @@ class Consumer(ProcessBound):
                 if left <= 0:
                     return []
                 step = max(1, int(min(left, _MULTI_STEP) * 1000))
-                records = self._readers[p].read(count, step)
+                records = await self._readers[p].read(count, step)
                 if records:
-                    return self._after_block(records)
+                    return await self._after_block(records)
 
-    def commit(self, offsets: Mapping[int, int] | None = None) -> dict[int, int]:
+    async def commit(self, offsets: Mapping[int, int] | None = None) -> dict[int, int]:
         """Commit offsets (the next offset to read, per partition); returns what was
         committed. Default: everything polled so far (each partition's position).
 
@@ -222,20 +224,20 @@ class Consumer(ProcessBound):
                 seen_next=self.topic.seen_next(p),
             )
             try:
-                done[p] = self._owner._driver().execute(call, self._owner._budget)
+                done[p] = await self._owner._driver().execute(call, self._owner._budget)
             except (Fenced, StateLost) as exc:
                 self._owner._lose(grant, exc)
                 raise
         return done
 
-    def committed(self, partition: int) -> int | None:
+    async def committed(self, partition: int) -> int | None:
         """The group's committed offset of ``partition`` (None if it never committed).
 
         Any partition of the topic may be asked, owned or not.
         """
         pk = self.topic.partition_keys(partition)
         self._check_process()
-        return self.topic._driver().read(
+        return await self.topic._driver().read(
             protocol.consumer.committed(pk, self.group), self.topic.budget
         )
 
@@ -243,15 +245,15 @@ class Consumer(ProcessBound):
         """The offset the next poll reads from on an owned ``partition``."""
         return self._readers[self._owned(partition)].position
 
-    def seek(self, partition: int, offset: int) -> None:
+    async def seek(self, partition: int, offset: int) -> None:
         """Move an owned partition to ``offset`` (checked now against the partition's range:
         :class:`~fencing.OffsetOutOfRange` below the first retained record or past the end).
         """
         p = self._owned(partition)
         self._ready()
-        self._readers[p].seek(offset)
+        await self._readers[p].seek(offset)
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Release every partition at once (waiting members are woken). Idempotent; does
         not commit. In a forked child it does nothing (the grants are the parent's)."""
         if self._closed or not self._in_own_process():
@@ -259,18 +261,19 @@ class Consumer(ProcessBound):
         self._closed = True
         if self._renewal is not None:
             self._renewal.cancel()
-        self._owner.close()
+        await self._owner.close()
 
-    def __iter__(self) -> Iterator[Record]:
+    async def __aiter__(self) -> AsyncIterator[Record]:
         """Polls forever (blocking a second at a time) until the consumer is closed."""
         while not self._closed:
-            yield from self.poll(block_ms=_ITER_BLOCK_MS)
+            for record in await self.poll(block_ms=_ITER_BLOCK_MS):
+                yield record
 
-    def __enter__(self) -> Consumer:
+    async def __aenter__(self) -> Consumer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     def __repr__(self) -> str:
         return (
@@ -297,17 +300,17 @@ class Consumer(ProcessBound):
             )
         return p
 
-    def _start_of(self, partition: int, start: Start) -> StartOffset:
+    async def _start_of(self, partition: int, start: Start) -> StartOffset:
         if isinstance(start, int):
             return start
         if start == "earliest":
             return "earliest"
         if start == "latest":
             return "latest"
-        committed = self.committed(partition)
+        committed = await self.committed(partition)
         if committed is None:
             return "earliest"
-        first, end = self.topic.offsets(partition)
+        first, end = await self.topic.offsets(partition)
         if committed > end:
             raise StateLost(
                 f"group {self.group!r} committed offset {committed} on partition {partition} "
@@ -329,13 +332,13 @@ class Consumer(ProcessBound):
             return first
         return committed
 
-    def _after_block(self, records: list[Record]) -> list[Record]:
+    async def _after_block(self, records: list[Record]) -> list[Record]:
         """Records that arrived while blocked are returned only if every grant still holds
         now: a member superseded during the wait never sees what its successor processes
         (its position is put back, so nothing is skipped if it is told late)."""
         if records:
             try:
-                self._check_all()
+                await self._check_all()
             except FencingError:
                 first = records[0]
                 assert first.partition is not None and first.offset is not None
@@ -343,9 +346,9 @@ class Consumer(ProcessBound):
                 raise
         return records
 
-    def _check_all(self) -> None:
+    async def _check_all(self) -> None:
         for p in self._parts:
-            self._owner.check(self._resources[p])
+            await self._owner.check(self._resources[p])
 
     def _order(self) -> list[int]:
         n = len(self._parts)
@@ -353,19 +356,19 @@ class Consumer(ProcessBound):
         self._next = (self._next + 1) % n
         return order
 
-    def _fetch(self, count: int) -> list[Record]:
+    async def _fetch(self, count: int) -> list[Record]:
         out: list[Record] = []
         for p in self._order():
             if len(out) >= count:
                 break
-            out.extend(self._readers[p].read(count - len(out)))
+            out.extend(await self._readers[p].read(count - len(out)))
         return out
 
-    def _renew(self) -> bool:
+    async def _renew(self) -> bool:
         if self._closed or not self._owner.grants:
             return False
         try:
-            self._owner.renew()
+            await self._owner.renew()
         except FencingError as exc:
             log.warning(
                 "redis-fencing: consumer %r of group %r: renewal failed: %s",

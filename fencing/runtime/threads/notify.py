@@ -27,8 +27,8 @@ import redis
 import redis.client
 import redis.exceptions
 
-from . import forks
-from .text import text as _text
+from ... import forks
+from ...text import text as _text
 
 log = logging.getLogger(__name__)
 

@@ -65,6 +65,17 @@ class ScriptConnections:
             conn.disconnect()  # the next send reconnects
         return conn
 
+    @staticmethod
+    def connect(conn: Any) -> None:
+        """Connect ``conn`` if it is not (a stale one was disconnected at checkout)."""
+        if conn._sock is None:
+            conn.connect()
+
+    @staticmethod
+    def drop(conn: Any) -> None:
+        """Disconnect a connection whose call failed mid-way (a reply may be on its way)."""
+        conn.disconnect()
+
     def checkin(self, conn: Any) -> None:
         """Give a connection back (disconnect it first if its call failed mid-way)."""
         if not self._reuse:

@@ -1,0 +1,193 @@
+"""The driver: executes protocol calls against one redis-py client. Nothing else.
+
+Scripts run as EVALSHA packed by hiredis and sent on a connection of the script path
+(:mod:`fencing.connections`: what redis-py's pool guarantees at checkout, without its cost):
+redis-py's per-command path around a call (command parsing, observability hooks, generic
+argument packing, the pool's checkout and release) cost several times the call itself, and
+every send paid it. A NOSCRIPT reply is answered by SCRIPT LOAD and the EVALSHA again (an
+EVALSHA refused with NOSCRIPT did not run). A connection whose call failed in any way other
+than an error reply is disconnected before it is used again, so a late reply can never be
+read as the answer to another call. Error
+replies of the library's scripts become typed exceptions through the call's own mapping;
+connection errors are retried within a :class:`~fencing.retry.RetryBudget`, and when the
+budget runs out a mutating call raises :class:`~fencing.errors.OutcomeUnknown`, a read-only
+one :class:`~fencing.errors.Unavailable`.
+
+A call that is not safe to send twice (``resend_safe=False``: an append with no sequence) is
+resent only while its request cannot have reached the server (the connection could not be
+made); once it may have been delivered, a failure is OutcomeUnknown at once (G5: an unknown
+outcome never becomes a silent duplicate).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TypeVar
+
+import redis.asyncio
+import redis.exceptions
+
+from ..errors import FencingError, OutcomeUnknown, Unavailable
+from ..lua_loader import LuaScript
+from ..protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
+from ..protocol.refusals import NotDelivered, may_have_arrived, server_refusal, wrong_type_read
+from ..retry import TRANSIENT_ERRORS, RetryBudget
+from ..runtime.tasks.connections import ScriptConnections
+
+_pack_command: Any  # hiredis's stub types it for one-element tuples only
+try:
+    from hiredis import pack_command as _pack_command
+except ImportError:  # pragma: no cover - hiredis is a dependency; plain redis-py works too
+    _pack_command = None
+
+T = TypeVar("T")
+
+
+class Driver:
+    """Runs :class:`ScriptCall` objects on a redis-py client."""
+
+    def __init__(
+        self, client: redis.asyncio.Redis, scripts: redis.asyncio.ConnectionPool | None = None
+    ) -> None:
+        """``scripts``: a pool for the script path alone (else scripts use the client's)."""
+        self._client = client
+        self._scripts = (
+            ScriptConnections(client.connection_pool, own_pool=False)
+            if scripts is None
+            else ScriptConnections(scripts)
+        )
+        encoding = str(client.connection_pool.connection_kwargs.get("encoding", "utf-8"))
+        # hiredis encodes str arguments as UTF-8; any other client encoding packs through
+        # redis-py, as every other command of that client does.
+        self._hiredis = _pack_command is not None and encoding.lower() in ("utf-8", "utf8")
+
+    @property
+    def redis(self) -> redis.asyncio.Redis:
+        """The redis-py client this driver uses (retries off, bounded timeouts)."""
+        return self._client
+
+    async def _evalsha(
+        self, script: LuaScript, keys: tuple[str, ...], args: tuple[ScriptArg, ...]
+    ) -> Any:
+        """EVALSHA on a script connection; on NOSCRIPT, SCRIPT LOAD and EVALSHA again."""
+        connections = self._scripts
+        try:
+            conn = await connections.checkout()  # a new connection is connected by the pool here
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise NotDelivered(str(exc)) from exc
+        command = ("EVALSHA", script.sha1, len(keys), *keys, *args)
+        try:
+            try:
+                await connections.connect(conn)
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+                raise NotDelivered(str(exc)) from exc
+            try:
+                await conn.send_packed_command(self._pack(conn, command))
+                return await conn.read_response()
+            except redis.exceptions.NoScriptError:
+                await conn.send_packed_command(self._pack(conn, ("SCRIPT", "LOAD", script.source)))
+                await conn.read_response()
+                await conn.send_packed_command(self._pack(conn, command))
+                return await conn.read_response()
+        except redis.exceptions.ResponseError:
+            raise  # an error reply was read whole: the connection is clean
+        except BaseException:
+            # A reply may still be on its way (a lost reply, an interrupt, a cancelled
+            # task): never read it as the answer to another call.
+            await connections.drop(conn)
+            raise
+        finally:
+            await connections.checkin(conn)
+
+    async def close(self) -> None:
+        """Disconnect every connection of this driver."""
+        await self._scripts.close()
+        await self._client.connection_pool.disconnect()
+
+    def _pack(self, conn: Any, command: tuple[ScriptArg, ...]) -> Any:
+        if self._hiredis:
+            return [_pack_command(command)]
+        return conn.pack_command(*command)
+
+    async def execute_once(self, call: ScriptCall[T]) -> T:
+        """One attempt: run the script, parse the reply or raise the typed error."""
+        try:
+            reply = await self._evalsha(call.script, call.keys, call.args)
+        except redis.exceptions.ResponseError as exc:
+            error = parse_error_reply(str(exc))
+            if error is None:
+                raise server_refusal(call.script.name, exc) from exc
+            raise call.error(error) from None
+        return call.parse(reply)
+
+    async def read(self, call: ReadCall[T], budget: RetryBudget) -> T:
+        """Send a read's commands in one pipeline, retrying transient errors within budget."""
+        try:
+            async for attempt in budget.retrying_async():
+                with attempt:
+                    pipe = self._client.pipeline(transaction=False)
+                    for command in call.commands:
+                        pipe.execute_command(*command)  # type: ignore[no-untyped-call, unused-ignore]
+                    try:
+                        replies = await pipe.execute()
+                    except redis.exceptions.ResponseError as exc:
+                        if "WRONGTYPE" in str(exc):
+                            raise wrong_type_read(call) from exc
+                        raise server_refusal("read", exc) from exc
+                    return call.parse(replies)
+        except TRANSIENT_ERRORS as exc:
+            raise Unavailable(
+                f"Redis unreachable within the retry budget ({budget.deadline:.3f}s): {exc}"
+            ) from exc
+        raise AssertionError("unreachable: tenacity either returns or raises")
+
+    async def execute(self, call: ScriptCall[T], budget: RetryBudget) -> T:
+        """Run a call, retrying transient errors within ``budget``.
+
+        The first attempt runs without the retry engine (the hot path pays nothing for
+        it); only a transient error enters the tenacity loop, which resends the very
+        same call (same PID and sequence, same session and token), so a retry after a
+        lost reply is harmless.
+        """
+        started = time.monotonic()
+        try:
+            return await self.execute_once(call)
+        except TRANSIENT_ERRORS as exc:
+            maybe_applied = may_have_arrived(call, exc)
+        spent = time.monotonic() - started
+        try:
+            async for attempt in budget.retrying_async(spent=spent, attempts_made=1):
+                with attempt:
+                    try:
+                        return await self.execute_once(call)
+                    except TRANSIENT_ERRORS as exc:
+                        maybe_applied = may_have_arrived(call, exc) or maybe_applied
+                        raise
+                    except FencingError as refusal:
+                        if call.ambiguous_after_retry and maybe_applied:
+                            # An earlier attempt may have been applied before this refusal
+                            # (say: the append landed, its reply was lost, then another
+                            # producer took over). Telling "fenced" would hide a write.
+                            raise OutcomeUnknown(
+                                f"{call.script.name}: an attempt may have been applied "
+                                f"before its reply was lost, and the retry was refused "
+                                f"({refusal})"
+                            ) from refusal
+                        raise
+        except TRANSIENT_ERRORS as exc:
+            if call.mutating and maybe_applied:
+                raise OutcomeUnknown(
+                    f"{call.script.name}: no reply from Redis within the retry budget "
+                    f"({budget.deadline:.3f}s): {exc}. The request may or may not have been "
+                    "applied; the same call is safe to repeat once the server is reachable"
+                ) from exc
+            raise Unavailable(
+                f"{call.script.name}: Redis unreachable within the retry budget "
+                f"({budget.deadline:.3f}s): {exc}. No attempt reached it: nothing was applied"
+                if call.mutating
+                else f"{call.script.name}: Redis unreachable within the retry budget "
+                f"({budget.deadline:.3f}s): {exc}"
+            ) from exc
+        raise AssertionError("unreachable: tenacity either returns or raises")
+
+

@@ -1,0 +1,656 @@
+"""Producers: ``topic.producer(access_mode=...)`` (Pulsar PIP-68 on Redis, DESIGN 4b).
+
+Every send is one script call (one round trip) that checks, before writing, that this
+producer still holds its epoch on the partition (G2), then appends the batch whole or not
+at all (G4), at ``expected_offset`` if given (G3). Leases are renewed in the background
+every ttl/3 by the client's keeper thread, off the hot path.
+
+Access modes:
+
+- ``SHARED`` (default): many producers append; refused while an exclusive producer or a
+  waiter lives; fenced once an exclusive producer moves the epoch.
+- ``EXCLUSIVE``: refused at once (:class:`~fencing.ProducerBusy`) while any other producer
+  lives; otherwise epoch + 1 and nobody else may append.
+- ``WAIT_FOR_EXCLUSIVE``: queues (FIFO, each waiter holding its own lease) until it can be
+  exclusive; woken by pub/sub when the holder closes, or when its lease lapses.
+- ``EXCLUSIVE_WITH_FENCING``: always takes over: epoch + 1; the holder, the shared
+  producers and the waiters are fenced.
+
+A superseded producer's sends raise :class:`~fencing.ProducerFenced`, and every later send
+on that object fails without a round trip.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, TypeVar
+
+from .. import protocol
+from ..errors import (
+    FencingError,
+    InvalidArgument,
+    InvalidArgumentType,
+    OutcomeUnknown,
+    ProducerBusy,
+    ProducerFenced,
+    StateLost,
+    Unavailable,
+)
+from ..keys import PartitionKeys, slot_of, validate_name
+from ..modes import AccessMode, Pending
+from ..process import ProcessBound
+from ..protocol.producer import OPEN_MODES
+from ..protocol.topic import Sequenced, Writer
+from ..record import Record, RecordMetadata, to_bytes
+from ..runtime.tasks import primitives as runtime
+from ..state import ProducerState
+from ..validate import check_int, validate_ttl
+
+if TYPE_CHECKING:
+    from ..runtime.tasks.keeper import Task
+    from .topic import Topic
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class _Standing:
+    """What this producer holds on one partition. Mutated only under ``lock``."""
+
+    __slots__ = (
+        "errors",
+        "generation",
+        "lock",
+        "next_sequence",
+        "pending",
+        "pid",
+        "pk",
+        "writer",
+    )
+
+    def __init__(self, pk: PartitionKeys, writer: Writer, pid: int, generation: int, seq: int):
+        self.pk = pk
+        self.writer = writer
+        self.lock = runtime.io_lock()
+        self.pid = pid
+        self.generation = generation
+        self.next_sequence = seq
+        self.pending: Pending | None = None
+        self.errors = protocol.producer.producer_errors(pk)  # built once, not per send
+
+
+def _as_record(item: Record | bytes | str) -> Record:
+    return item if isinstance(item, Record) else Record(to_bytes("record", item))
+
+
+class Producer(ProcessBound):
+    """Appends records to a topic. Thread-safe; bound to the process that made it.
+
+    Made by :meth:`Topic.producer`, which opens it (registers, claims or waits).
+
+    >>> with topic.producer(access_mode=fencing.AccessMode.WAIT_FOR_EXCLUSIVE) as producer:
+    ...     md = producer.send(b"v", key=b"k")                 # partition by murmur2(key)
+    ...     mds = producer.send_batch([fencing.Record(b"a"), fencing.Record(b"b")],
+    ...                               partition=0, expected_offset=md.offset + 1)
+    """
+
+    def __init__(
+        self,
+        topic: Topic,
+        access_mode: AccessMode = AccessMode.SHARED,
+        name: str | None = None,
+        *,
+        lease_ttl: float = 10.0,
+        wait_timeout: float | None = None,
+        idempotent: bool = True,
+        resume: ProducerState | None = None,
+    ) -> None:
+        if not isinstance(idempotent, bool):
+            raise InvalidArgumentType("idempotent must be a bool")
+        if resume is not None:
+            if not isinstance(resume, ProducerState):
+                raise InvalidArgumentType(
+                    f"resume must be a fencing.ProducerState, got {type(resume).__name__}"
+                )
+            if resume.topic != topic.name:
+                raise InvalidArgument(
+                    f"resume= holds the state of topic {resume.topic!r}, not {topic.name!r}"
+                )
+            if not idempotent:
+                raise InvalidArgument("resume= needs an idempotent producer")
+        if not isinstance(access_mode, AccessMode):
+            raise InvalidArgumentType(
+                f"access_mode must be a fencing.AccessMode, got {type(access_mode).__name__}"
+            )
+        self.topic = topic
+        self.access_mode = access_mode
+        self.name = None if name is None else validate_name("producer name", name)
+        self.lease_ttl = validate_ttl(lease_ttl, "lease_ttl")
+        if wait_timeout is not None:
+            if isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)):
+                raise InvalidArgumentType("wait_timeout must be None or seconds")
+            if not math.isfinite(wait_timeout) or wait_timeout < 0:
+                raise InvalidArgument(
+                    f"wait_timeout must be None (wait for ever) or a finite number of seconds "
+                    f">= 0, got {wait_timeout!r}"
+                )
+        self.wait_timeout = wait_timeout
+        self.idempotent = idempotent
+        self.resume = resume
+        #: How the last pending batch was resolved: (partition, its metadata or None).
+        self.last_resolution: tuple[int, list[RecordMetadata] | None] | None = None
+        #: The producer's identity: drawn now, never shared with another producer object.
+        self.session = secrets.token_hex(16)
+        self._ttl_ms = max(1, round(self.lease_ttl * 1000))
+        self._budget = topic._client._budget_for_ttl(self.lease_ttl)
+        self._lock = runtime.io_lock()
+        self._round_robin = itertools.count()
+        self._producer_id: int | None = None
+        self._standing: dict[int, _Standing] = {}
+        self._fenced: FencingError | None = None
+        self._renewal: Task | None = None
+        self._opened = False
+        self._closed = False
+        self._bind_process()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def open(self) -> Producer:
+        """Register on every partition in the access mode (blocks in WAIT_FOR_EXCLUSIVE).
+
+        Partitions are taken one by one in ascending slot order; if one is refused, those
+        already taken are released and the error (:class:`~fencing.ProducerBusy`) raised.
+        """
+        self._check_process()
+        if self._closed:
+            raise InvalidArgument("this producer is closed: make a new one with topic.producer()")
+        async with self._lock:
+            if self._opened:
+                return self
+            topic = self.topic
+            await topic.open()
+            if self.resume is not None:
+                await topic._client._check_producer_id(self.resume.producer_id)
+                self._producer_id = self.resume.producer_id
+            else:
+                self._producer_id = await topic._client._allocate_producer_id()
+            parts = [topic.partition_keys(p) for p in range(topic.partitions)]
+            ordered = sorted(parts, key=lambda k: (slot_of(k.owner), k.partition))
+            deadline = None if self.wait_timeout is None else time.monotonic() + self.wait_timeout
+            try:
+                # A new incarnation (name or resume=) bumps the PID generation everywhere
+                # first, so the older one is fenced on every partition before we return.
+                ids = [await self._incarnation(pk) for pk in ordered]
+                self._producer_id = ids[0][0]  # a known name keeps its PID
+                for pk, (pid, gen, seq) in zip(ordered, ids, strict=True):
+                    self._standing[pk.partition] = await self._register(pk, deadline, pid, gen, seq)
+                    if self._renewal is None:
+                        self._renewal = topic._client._keeper.schedule(
+                            self.lease_ttl / 3.0, self._renew_all
+                        )
+            except BaseException:
+                await self._release_all()
+                raise
+            self._opened = True
+        return self
+
+    async def _incarnation(self, pk: PartitionKeys) -> tuple[int, int, int]:
+        """(pid, generation, next sequence) of this producer on a partition."""
+        assert self._producer_id is not None
+        if self.name is None and self.resume is None:
+            return self._producer_id, 0, 0
+        resume = self.resume
+        call = protocol.producer.pid_open(
+            pk,
+            pid=self._producer_id,
+            name=self.name,
+            resume_generation=None if resume is None else resume.generations.get(pk.partition, 0),
+            resume_next_sequence=None if resume is None else resume.next_sequence(pk.partition),
+            session=self.session,
+            incarnation=self.topic.incarnation_of(pk.partition),
+        )
+        opened = await self._execute(call)
+        return opened.pid, opened.generation, opened.next_sequence
+
+    async def _register(
+        self, pk: PartitionKeys, deadline: float | None, pid: int, generation: int, seq: int
+    ) -> _Standing:
+        mode = OPEN_MODES[self.access_mode.name]
+        call = self._open_call(pk, mode, None)
+        opened = await self._execute(call)
+        if opened.status == "waiting":
+            opened = await self._wait(pk, opened, deadline)
+        writer = Writer(
+            producer_id=str(pid),
+            session=self.session,
+            mode="s" if opened.status == "shared" else "x",
+            epoch=opened.epoch,
+            ttl_ms=self._ttl_ms,
+            row_incarnation=opened.incarnation,
+        )
+        return _Standing(pk, writer, pid, generation, seq)
+
+    def _open_call(
+        self, pk: PartitionKeys, mode: str, wgen: int | None, seen: str = ""
+    ) -> protocol.ScriptCall[protocol.producer.Opened]:
+        return protocol.producer.producer_open(
+            pk,
+            session=self.session,
+            label=self.name or f"producer-{self._producer_id}",
+            mode=mode,
+            ttl_ms=self._ttl_ms,
+            new_incarnation=secrets.token_hex(8),
+            seen_incarnation=seen,
+            wgen=wgen,
+            session_channel_prefix=self.topic._client.keys.session_channel_prefix(),
+            partition_incarnation=self.topic.incarnation_of(pk.partition),
+            named=self.name is not None,
+        )
+
+    async def _wait(
+        self, pk: PartitionKeys, opened: protocol.producer.Opened, deadline: float | None
+    ) -> protocol.producer.Opened:
+        # Queued. Each attempt also renews this waiter's own lease, so attempts come at
+        # least every ttl/3; between them sleep until the lease in the way ends (server
+        # time, told by the script) or a release notification arrives.
+        wgen, inc = opened.wgen, opened.incarnation
+        notifier = self.topic._client._notifications
+        try:
+            async with notifier.subscribe(pk.released) as sub:
+                while True:
+                    if self._closed:
+                        raise ProducerBusy(
+                            f"partition {pk.partition} of topic {self.topic.name!r}: the "
+                            "producer was closed while it waited",
+                            topic=self.topic.name,
+                            partition=pk.partition,
+                            reason="closed",
+                            remaining=0.0,
+                        )
+                    opened = await self._execute(self._open_call(pk, "wait", wgen, inc))
+                    if opened.status != "waiting":
+                        return opened
+                    pause = min(opened.remaining_ms / 1000.0 + 0.002, self.lease_ttl / 3.0)
+                    if deadline is not None:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise ProducerBusy(
+                                f"partition {pk.partition} of topic {self.topic.name!r}: still "
+                                f"queued (position {opened.position}) after wait_timeout="
+                                f"{self.wait_timeout}s",
+                                topic=self.topic.name,
+                                partition=pk.partition,
+                                reason="waiting",
+                                remaining=opened.remaining_ms / 1000.0,
+                            )
+                        pause = min(pause, left)
+                    await sub.wait(pause)
+        except BaseException:
+            await self._leave(pk, "w", 0)
+            raise
+
+    async def _renew_all(self) -> bool:
+        """Keeper task: renew every partition's lease. False stops the task."""
+        if self._closed or self._fenced is not None or not self._in_own_process():
+            return False
+        for standing in list(self._standing.values()):
+            w = standing.writer
+            call = protocol.producer.producer_renew(
+                standing.pk,
+                session=self.session,
+                mode=w.mode,
+                epoch=w.epoch,
+                ttl_ms=self._ttl_ms,
+                incarnation=w.row_incarnation,
+                pid=standing.pid,
+                pid_generation=standing.generation,
+                name=self.name,
+                partition_incarnation=self.topic.incarnation_of(standing.pk.partition),
+            )
+            try:
+                await self._execute(call)
+            except (ProducerFenced, StateLost) as exc:
+                await self._fence(exc)
+                return False
+            except Unavailable:
+                log.warning(
+                    "redis-fencing: renewing %s partition %d failed; trying again",
+                    self.topic.name,
+                    standing.pk.partition,
+                )
+        return True
+
+    async def _fence(self, exc: FencingError) -> None:
+        """Fenced for good: stop renewing and leave every partition, so that a successor
+        waiting for it (say, the incarnation that fenced it through resume=) gets it now,
+        not when the lease lapses."""
+        if self._fenced is None:
+            self._fenced = exc
+        if self._renewal is not None:
+            self._renewal.cancel()
+        for standing in list(self._standing.values()):
+            await self._leave(standing.pk, standing.writer.mode, standing.writer.epoch)
+
+    async def close(self) -> None:
+        """Leave every partition at once (waiters are woken). Idempotent.
+
+        In a forked child this does nothing at all: the lease is the parent's.
+        """
+        if self._closed or not self._in_own_process():
+            return
+        self._closed = True  # an open() waiting in another thread gives up on this flag
+        async with self._lock:
+            if self._renewal is not None:
+                self._renewal.cancel()
+            await self._release_all()
+
+    async def _release_all(self) -> None:
+        for standing in list(self._standing.values()):
+            await self._leave(standing.pk, standing.writer.mode, standing.writer.epoch)
+        # The standings stay: a closed producer's state (to save) and epochs can be read.
+
+    async def _leave(self, pk: PartitionKeys, mode: str, epoch: int) -> None:
+        call = protocol.producer.producer_close(pk, session=self.session, mode=mode, epoch=epoch)
+        try:
+            await self._execute(call)
+        except FencingError:
+            log.warning(
+                "redis-fencing: leaving %s partition %d failed; the lease lapses in %.3fs",
+                pk.topic,
+                pk.partition,
+                self.lease_ttl,
+            )
+
+    async def __aenter__(self) -> Producer:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def producer_id(self) -> int:
+        """The producer id written with every record (the producer must be open)."""
+        if not self._opened:
+            runtime.require_open(self)
+        assert self._producer_id is not None
+        return self._producer_id
+
+    def epoch(self, partition: int) -> int:
+        """The epoch this producer holds (or registered under) on ``partition``."""
+        if not self._opened:
+            runtime.require_open(self)
+        pk = self.topic.partition_keys(partition)
+        return self._standing[pk.partition].writer.epoch
+
+    @property
+    def fenced(self) -> bool:
+        """True once the producer was superseded (permanent)."""
+        return self._fenced is not None
+
+    # -- sending -----------------------------------------------------------------------------
+
+    async def send(
+        self,
+        value: bytes | str,
+        key: bytes | str | None = None,
+        headers: Mapping[str, bytes | str] | None = None,
+        partition: int | None = None,
+        expected_offset: int | None = None,
+    ) -> RecordMetadata:
+        """Append one record; returns where it landed.
+
+        Without ``partition`` the key picks one (Kafka's murmur2); records without a key go
+        round-robin. ``expected_offset`` needs an explicit partition unless the topic has one.
+        """
+        record = Record(
+            to_bytes("value", value),
+            None if key is None else to_bytes("key", key),
+            headers,  # type: ignore[arg-type]  # str values are encoded by Record
+        )
+        if partition is None:
+            partition = self._choose_partition(record.key, expected_offset)
+        return (
+            await self.send_batch((record,), partition=partition, expected_offset=expected_offset)
+        )[0]
+
+    async def send_batch(
+        self,
+        records: Iterable[Record | bytes | str],
+        partition: int | None = None,
+        expected_offset: int | None = None,
+    ) -> list[RecordMetadata]:
+        """Append a batch to one partition, all or nothing, in one round trip.
+
+        With ``expected_offset=k`` the batch lands at offsets k, k+1, ... or not at all
+        (:class:`~fencing.OffsetMismatch` carries the real next offset).
+        """
+        if self._fenced is not None:
+            raise self._fenced
+        if not self._opened or self._closed:
+            await self.open()  # opens, or raises for a closed producer
+        self._check_process()
+        records_list = self._batch(records)
+        batch = protocol.topic.encode_batch(records_list, self.topic.limits)
+        if partition is None:
+            partition = self._batch_partition(records_list, expected_offset)
+        pk = self.topic.partition_keys(partition)
+        if expected_offset is not None:
+            check_int("expected_offset", expected_offset)
+        standing = self._standing[pk.partition]
+        topic = self.topic
+        p = pk.partition
+        async with standing.lock:
+            if self._fenced is not None:
+                raise self._fenced
+            if standing.pending is not None:
+                await self._resolve(standing)
+            idempotent = self.idempotent
+            sequenced = Sequenced(
+                pid_generation=standing.generation,
+                first_sequence=standing.next_sequence if idempotent else None,
+                checksum=None,
+                name=self.name or "",
+            )
+            call = protocol.topic.append(
+                pk,
+                batch,
+                incarnation=topic.incarnation_of(p),
+                seen_next=topic.seen_next(p),
+                expected_offset=expected_offset,
+                writer=standing.writer,
+                sequenced=sequenced,
+                errors=standing.errors,
+            )
+            sent_at = time.monotonic()
+            try:
+                appended = await self._execute(call)
+            except (ProducerFenced, StateLost) as exc:
+                await self._fence(exc)
+                raise
+            except BaseException as exc:
+                # A refusal (a typed error other than OutcomeUnknown) wrote nothing. Anything
+                # else - OutcomeUnknown, or an interrupt (KeyboardInterrupt, a signal
+                # handler's exception) after the request may have left - leaves the batch
+                # pending: resolved before the next send, so its sequences are never reused
+                # blindly.
+                unknown = isinstance(exc, OutcomeUnknown) or not isinstance(exc, FencingError)
+                if unknown and sequenced.first_sequence is not None:
+                    standing.pending = Pending(
+                        batch.count,
+                        sequenced.pid_generation,
+                        sequenced.first_sequence,
+                        batch.checksum,
+                        sent_at,
+                    )
+                    if isinstance(exc, OutcomeUnknown):
+                        exc.args = (
+                            f"{exc.args[0]}. The producer resolves it before its next send on "
+                            f"partition {p} (or call producer.resolve({p})): it either landed "
+                            "once, or can never land",
+                        )
+                raise
+            if idempotent:
+                standing.next_sequence += batch.count
+            topic.saw_next(p, appended.first_offset + batch.count)
+        name, first = topic.name, appended.first_offset
+        # A resend answered from the window reports the epoch the records carry.
+        epoch = appended.epoch if appended.epoch >= 0 else standing.writer.epoch
+        return [RecordMetadata(name, p, first + i, epoch) for i in range(batch.count)]
+
+    async def _standing_call(
+        self, partition: int, build: Callable[[Writer], protocol.ScriptCall[T]]
+    ) -> T:
+        """Run a call fenced by this producer's standing on ``partition`` (the Spark sink's
+        appends), under the partition's lock; a fence ends the producer as for a send."""
+        if self._fenced is not None:
+            raise self._fenced
+        if not self._opened or self._closed:
+            await self.open()
+        self._check_process()
+        standing = self._standing[self.topic.partition_keys(partition).partition]
+        async with standing.lock:
+            if self._fenced is not None:
+                raise self._fenced
+            try:
+                return await self._execute(build(standing.writer))
+            except (ProducerFenced, StateLost) as exc:
+                await self._fence(exc)
+                raise
+
+    async def resolve(self, partition: int) -> list[RecordMetadata] | None:
+        """Settle a batch whose send raised OutcomeUnknown on ``partition``, in one script.
+
+        Returns the batch's metadata if it landed (once), or None if it did not — and then
+        it never will: the PID generation was bumped so no copy still in flight can land.
+        Also returns None when nothing is pending. Raises
+        :class:`~fencing.UnknownProducerId` if the producer state expired meanwhile.
+        """
+        self._check_process()
+        pk = self.topic.partition_keys(partition)
+        standing = self._standing[pk.partition]
+        async with standing.lock:
+            if standing.pending is None:
+                return None
+            return await self._resolve(standing)
+
+    async def _resolve(self, standing: _Standing) -> list[RecordMetadata] | None:
+        pending = standing.pending
+        assert pending is not None
+        pk = standing.pk
+        call = protocol.producer.resolve(
+            pk,
+            pid=standing.pid,
+            generation=pending.generation,
+            first_seq=pending.first_sequence,
+            last_seq=pending.first_sequence + pending.records - 1,
+            checksum=pending.checksum,
+            session=self.session,
+            incarnation=self.topic.incarnation_of(pk.partition),
+            pending_ms=round((time.monotonic() - pending.sent_at) * 1000),
+        )
+        try:
+            resolved = await self._execute(call)
+        except (ProducerFenced, StateLost) as exc:
+            await self._fence(exc)
+            raise
+        standing.pending = None
+        result: list[RecordMetadata] | None = None
+        if resolved.landed:
+            epoch = standing.writer.epoch
+            result = [
+                RecordMetadata(self.topic.name, pk.partition, resolved.first_offset + i, epoch)
+                for i in range(pending.records)
+            ]
+        self.last_resolution = (pk.partition, result)
+        if resolved.generation > pending.generation + (0 if resolved.landed else 1):
+            # It landed, but a newer incarnation (resume= or the same name) was opened since:
+            # the caller learns the outcome, and this producer is fenced like any other
+            # superseded incarnation (it never takes the newer one's generation).
+            await self._fence(
+                ProducerFenced(
+                    f"producer fenced on partition {pk.partition} of topic {pk.topic!r}: it "
+                    f"is incarnation {pending.generation} of its producer id, and incarnation "
+                    f"{resolved.generation} was opened since. Its pending batch "
+                    f"{'landed' if result else 'did not land'}. This producer can never "
+                    "write again; open a new one",
+                    topic=pk.topic,
+                    partition=pk.partition,
+                    epoch=pending.generation,
+                    current_epoch=resolved.generation,
+                )
+            )
+        else:
+            standing.generation = resolved.generation
+            standing.next_sequence = resolved.next_sequence
+        log.info(
+            "redis-fencing: pending batch on %s partition %d %s",
+            pk.topic,
+            pk.partition,
+            f"landed at offset {resolved.first_offset}" if result else "did not land",
+        )
+        return result
+
+    @property
+    def state(self) -> ProducerState:
+        """PID, generations and next sequence per partition: save it to resume later (the
+        producer must be open)."""
+        if not self._opened:
+            runtime.require_open(self)
+        assert self._producer_id is not None
+        return ProducerState(
+            topic=self.topic.name,
+            producer_id=self._producer_id,
+            name=self.name,
+            generations={p: s.generation for p, s in self._standing.items()},
+            sequences={p: s.next_sequence for p, s in self._standing.items()},
+        )
+
+    # -- internals ---------------------------------------------------------------------------
+
+    async def _execute(self, call: protocol.ScriptCall[T]) -> T:
+        return await self.topic._client._driver(self._budget.timeout).execute(call, self._budget)
+
+    def _batch(self, records: Iterable[Record | bytes | str]) -> list[Record]:
+        if isinstance(records, (bytes, str, Record)):
+            raise InvalidArgumentType(
+                "send_batch takes a list of records; use send() for a single record"
+            )
+        return [item if type(item) is Record else _as_record(item) for item in records]
+
+    def _batch_partition(self, batch: list[Record], expected_offset: int | None) -> int:
+        if self.topic.partitions == 1:
+            return 0
+        keys = {r.key for r in batch}
+        (first_key,) = keys if len(keys) == 1 else (None,)
+        if first_key is not None and expected_offset is None:
+            return self.topic.partition_for(first_key)
+        raise InvalidArgument(
+            "a batch goes to one partition: pass partition= (it is required with "
+            "expected_offset on a topic of several partitions)"
+        )
+
+    def _choose_partition(self, key: bytes | None, expected_offset: int | None) -> int:
+        n = self.topic.partitions
+        if n == 1:
+            return 0
+        if expected_offset is not None:
+            raise InvalidArgument(
+                f"expected_offset needs an explicit partition: topic {self.topic.name!r} has "
+                f"{n} partitions"
+            )
+        if key is not None:
+            return self.topic.partition_for(key)
+        return next(self._round_robin) % n
+
+    def __repr__(self) -> str:
+        return (
+            f"<fencing.Producer topic={self.topic.name!r} mode={self.access_mode.name} "
+            f"id={self._producer_id} session={self.session[:8]}…>"
+        )

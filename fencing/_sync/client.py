@@ -1,0 +1,363 @@
+# GENERATED from fencing/_async/client.py by tools/unasync.py: do not edit.
+# Edit the async source, then run `python tools/unasync.py` (CI checks this file).
+"""``fencing.Client``: the entry point. Holds connections; opens handles.
+
+The constructor never touches Redis. On first use the client checks that the server's
+``maxmemory-policy`` is ``noeviction`` (an eviction is a silent reset of coordination
+state), unless told ``allow_eviction=True``.
+
+The client talks to Redis through its own connection pools, cloned from the connection
+settings of the redis-py client it was given (host, port, TLS, credentials...) with the
+safety rails of DESIGN: redis-py retries off (the library retries itself, within a
+budget below each lease), and socket and connect timeouts of at most a quarter of the
+lease they protect. One pool per timeout value, created on demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import redis
+import redis.exceptions
+from redis.retry import Retry
+from redis.backoff import NoBackoff
+
+from .. import forks
+from ..errors import (
+    ConfigurationError,
+    InvalidArgumentType,
+    OutcomeUnknown,
+    StateLost,
+    Unavailable,
+)
+from ..keys import Keys
+from ..record import DEFAULT_LIMITS
+from ..retry import TRANSIENT_ERRORS, RetryBudget
+from ..runtime.threads import primitives as runtime
+from ..runtime.threads.keeper import Keeper
+from ..runtime.threads.notify import Notifier
+from ..settings import FencingSettings, load_settings
+from ..text import text as _text
+from ..urls import redis_from_url
+from .driver import Driver
+from .election import Election, Leadership
+from .ownership import Ownership
+from .topic import Topic
+
+# Connection kwargs tied to the original pool's runtime state: never copied to a clone.
+_POOL_BOUND_KWARGS = ("maint_notifications_pool_handler", "maint_notifications_config")
+
+
+class Client:
+    """A connection to one Redis (or Valkey) server for redis-fencing.
+
+    >>> import fencing
+    >>> client = fencing.Client.from_url("redis://localhost:6379/0", namespace="demo")
+    >>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)  # no I/O yet
+    >>> grants = owner.claim(["orders/0"])                                # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        redis_client: redis.Redis | None = None,
+        *,
+        namespace: str | None = None,
+        socket_timeout: float | None = None,
+        allow_eviction: bool | None = None,
+        settings: FencingSettings | None = None,
+    ) -> None:
+        overrides: dict[str, Any] = {}
+        if namespace is not None:
+            overrides["namespace"] = namespace
+        if socket_timeout is not None:
+            overrides["socket_timeout"] = socket_timeout
+        if allow_eviction is not None:
+            overrides["allow_eviction"] = allow_eviction
+        self.settings = load_settings(settings, **overrides)
+        if redis_client is None:
+            redis_client = redis_from_url(self.settings.redis_url, redis.Redis)
+        elif not isinstance(redis_client, redis.Redis):
+            raise InvalidArgumentType(
+                "fencing.Client needs a redis.Redis client, got "
+                f"{type(redis_client).__name__}: use fencing.Client.from_url(url) or pass "
+                "redis.Redis(...)"
+            )
+        self._base = redis_client
+        self.keys = Keys(self.settings.namespace)
+        self._lock = runtime.state_lock()
+        self._safe_lock = runtime.io_lock()
+        self._drivers: dict[float, Driver] = {}
+        self._safe_checked = False
+        self._keeper = Keeper()
+        self._notifier = Notifier(lambda: self._clone(self.settings.socket_timeout, pubsub=True))
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        # A client made before a fork works in the child for new handles: fresh locks (a
+        # thread of the parent may have held one at the fork) and fresh pools (the parent's
+        # connections stay the parent's). The keeper and the notifier reset themselves.
+        self._lock = runtime.state_lock()
+        self._safe_lock = runtime.io_lock()
+        self._drivers = {}
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str | None = None,
+        *,
+        namespace: str | None = None,
+        socket_timeout: float | None = None,
+        allow_eviction: bool | None = None,
+    ) -> Client:
+        """A client for ``url`` (default: ``FENCING_REDIS_URL``, else localhost:6379).
+
+        >>> client = Client.from_url("redis://localhost:6379/0", namespace="billing")
+        """
+        settings = load_settings() if url is None else load_settings(redis_url=url)
+        return cls(
+            redis_from_url(settings.redis_url, redis.Redis),
+            namespace=namespace,
+            socket_timeout=socket_timeout,
+            allow_eviction=allow_eviction,
+            settings=settings,
+        )
+
+    @property
+    def namespace(self) -> str:
+        """The prefix of every key this client writes."""
+        return self.keys.namespace
+
+    # -- handles --------------------------------------------------------------------------
+
+    def ownership(self, group: str, owner_id: str, ttl: float = 10.0) -> Ownership:
+        """A handle on the ownership table for ``group`` (the generation rules are in the README).
+
+        ``owner_id`` is a label for people and logs; the handle's identity is a random
+        session drawn now, so two handles never share a grant. No I/O happens here.
+
+        >>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)
+        >>> owner.claim(["orders/0"])["orders/0"].token                 # doctest: +SKIP
+        1
+        """
+        return Ownership(self, group, owner_id, ttl)
+
+    def election(
+        self,
+        name: str,
+        candidate_id: str,
+        ttl: float = 10.0,
+        renew_deadline: float | None = None,
+        *,
+        retry_period: float | None = None,
+        on_elected: Callable[[Leadership], None] | None = None,
+        on_revoked: Callable[[Leadership], None] | None = None,
+        exit_on_loss: bool = False,
+    ) -> Election:
+        """A candidate in the election ``name`` (on the ownership row
+        ``("__election__", name)``). No I/O happens here: see :class:`~fencing.Election`.
+
+        >>> election = client.election("scheduler", candidate_id="host-a", ttl=10.0)
+        >>> with election.campaign() as leadership:                   # doctest: +SKIP
+        ...     leadership.token
+        1
+        """
+        return Election(
+            self,
+            name,
+            candidate_id,
+            ttl,
+            renew_deadline,
+            retry_period=retry_period,
+            on_elected=on_elected,
+            on_revoked=on_revoked,
+            exit_on_loss=exit_on_loss,
+        )
+
+    def topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        *,
+        max_len: int | None = None,
+        max_record_bytes: int = DEFAULT_LIMITS.max_record_bytes,
+        max_batch_records: int = DEFAULT_LIMITS.max_batch_records,
+        max_batch_bytes: int = DEFAULT_LIMITS.max_batch_bytes,
+        producer_state_ttl: float | None = None,
+    ) -> Topic:
+        """A topic (created with ``partitions`` partitions on first use). No I/O happens here.
+
+        ``producer_state_ttl`` (seconds) is fixed when the topic is created: see
+        :class:`~fencing.Topic`.
+
+        >>> topic = client.topic("orders", partitions=4)
+        >>> topic.producer().send(b"hello", key=b"user-1").offset      # doctest: +SKIP
+        0
+        """
+        return Topic(
+            self,
+            name,
+            partitions,
+            max_len=max_len,
+            max_record_bytes=max_record_bytes,
+            max_batch_records=max_batch_records,
+            max_batch_bytes=max_batch_bytes,
+            producer_state_ttl=producer_state_ttl,
+        )
+
+    # -- internals used by handles ----------------------------------------------------------
+
+    def _allocate_producer_id(self) -> int:
+        """A new producer id from the namespace's counter (ids grow; never reused)."""
+        budget = self._budget_default()
+        self._ensure_safe(budget)
+        r = self._driver(budget.timeout).redis
+        try:
+            for attempt in budget.retrying():
+                with attempt:
+                    return int(r.incr(self.keys.producer_ids()))
+        except TRANSIENT_ERRORS as exc:
+            raise OutcomeUnknown(f"could not allocate a producer id: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def _check_producer_id(self, pid: int) -> None:
+        """Refuse a saved producer id this namespace's counter has not handed out yet: the
+        state comes from another namespace or server, or the counter went backwards (a
+        failover lost its INCR), and a new producer could be given the same id."""
+        budget = self._budget_default()
+        self._ensure_safe(budget)
+        try:
+            raw = self._driver(budget.timeout).redis.get(self.keys.producer_ids())
+        except redis.exceptions.ResponseError as exc:
+            raise StateLost(
+                f"the producer-id counter {self.keys.producer_ids()!r} is not a number "
+                f"({exc}): another program wrote it",
+                reason="pid-counter",
+                key=self.keys.producer_ids(),
+            ) from exc
+        except TRANSIENT_ERRORS as exc:
+            raise Unavailable(f"cannot reach Redis to check the producer id: {exc}") from exc
+        issued = int(raw) if raw is not None else 0
+        if issued < pid:
+            raise StateLost(
+                f"the saved state names producer id {pid}, but namespace {self.namespace!r} "
+                f"has handed out ids up to {issued} only: the state was saved against another "
+                "namespace or server, or the producer-id counter lost writes (FLUSHALL, a "
+                "restart without persistence, a failover). Nothing was written; resuming "
+                "could let a new producer get the same id. Open a new producer without resume=",
+                reason="pid-counter",
+                key=self.keys.producer_ids(),
+            )
+
+    def _clone(self, timeout: float, *, pubsub: bool = False) -> redis.Redis:
+        pool = self._base.connection_pool
+        kwargs = {
+            k: v
+            for k, v in pool.connection_kwargs.items()
+            if k not in _POOL_BOUND_KWARGS and not k.startswith("orig_")
+        }
+        kwargs.update(
+            socket_timeout=None if pubsub else timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),
+            retry_on_timeout=False,
+            retry_on_error=[],
+            decode_responses=False,
+        )
+        clone = redis.ConnectionPool(
+            connection_class=pool.connection_class,
+            max_connections=pool.max_connections,
+            **kwargs,
+        )
+        client = redis.Redis(connection_pool=clone)
+        # Stream replies are parsed by fencing.protocol.topic, straight from the wire format:
+        # redis-py's per-entry dicts would cost more than the rest of a read.
+        for command in ("XRANGE", "XREAD"):
+            client.set_response_callback(command, _raw_reply)
+        return client
+
+    def _driver(self, timeout: float) -> Driver:
+        """The driver whose socket timeouts are ``timeout`` seconds (one pool per value)."""
+        driver = self._drivers.get(timeout)
+        if driver is None:
+            with self._lock:
+                driver = self._drivers.get(timeout)
+                if driver is None:
+                    scripts = self._clone(timeout).connection_pool  # the script path's own
+                    driver = Driver(self._clone(timeout), scripts)
+                    self._drivers[timeout] = driver
+        return driver
+
+    def _ensure_safe(self, budget: RetryBudget) -> None:
+        """Check ``maxmemory-policy`` once per client (DESIGN: no silent eviction)."""
+        if self._safe_checked or self.settings.allow_eviction:
+            return
+        with self._safe_lock:
+            if self._safe_checked:
+                return
+            driver_redis = self._driver(budget.timeout).redis
+            try:
+                reply = driver_redis.config_get("maxmemory-policy")
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+                raise Unavailable(f"cannot reach Redis to check its configuration: {exc}") from exc
+            except redis.exceptions.ResponseError as exc:
+                raise ConfigurationError(
+                    "redis-fencing could not read the server's maxmemory-policy "
+                    f"(CONFIG GET refused: {exc}). Make sure it is 'noeviction', then pass "
+                    "allow_eviction=True (or FENCING_ALLOW_EVICTION=1) to skip this check"
+                ) from exc
+            value = _text(_config_value(reply, "maxmemory-policy"))
+            if value != "noeviction":
+                raise ConfigurationError(
+                    f"the Redis server's maxmemory-policy is {value!r}: an eviction would "
+                    "silently erase leases, epochs and offsets. Run CONFIG SET "
+                    "maxmemory-policy noeviction, or pass allow_eviction=True (or "
+                    "FENCING_ALLOW_EVICTION=1) if you accept that risk"
+                )
+            self._safe_checked = True
+
+    def _budget_default(self) -> RetryBudget:
+        """The retry budget of calls that protect no lease (reads, topic metadata)."""
+        timeout = self.settings.socket_timeout
+        return RetryBudget(timeout=timeout, deadline=2 * timeout)
+
+    def _budget_for_ttl(self, ttl: float) -> RetryBudget:
+        """The retry budget of calls that protect a lease of ``ttl`` seconds."""
+        return RetryBudget.for_ttl(ttl, cap=self.settings.socket_timeout)
+
+    @property
+    def _notifications(self) -> Notifier:
+        return self._notifier
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the notification listener and close this client's own connections."""
+        self._keeper.close()
+        self._notifier.close()
+        with self._lock:
+            drivers, self._drivers = list(self._drivers.values()), {}
+        for driver in drivers:
+            driver.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        kw = self._base.connection_pool.connection_kwargs
+        where = kw.get("path") or f"{kw.get('host')}:{kw.get('port')}"
+        return f"<fencing.Client {where} namespace={self.namespace!r}>"
+
+
+def _config_value(reply: Any, name: str) -> Any:
+    """A CONFIG GET value, whatever the client's decoding settings."""
+    if not isinstance(reply, dict):
+        return None
+    return reply.get(name, reply.get(name.encode()))
+
+
+def _raw_reply(response: Any, **options: Any) -> Any:
+    return response

@@ -1,0 +1,381 @@
+# GENERATED from fencing/_async/consumer.py by tools/unasync.py: do not edit.
+# Edit the async source, then run `python tools/unasync.py` (CI checks this file).
+"""Single readers: ``topic.consumer(group, member_id, partitions)`` (seed 000's third use).
+
+A consumer owns each of its partitions through the ownership row
+(group, ``"<topic>/<partition>"``), so two members never both believe they own one, and
+operators can take a partition over with ``fencing release`` or
+``client.ownership(group, ...).claim(["<topic>/<p>"], generation=0)``. The committed offset
+of a partition lives in that partition's slot and is written by one script that checks the
+member's grant first (``lua/commit-3.lua``): a superseded member's commit raises
+:class:`~fencing.Fenced` and writes nothing. Every poll first checks the grants by server
+time, so a member that was paused and superseded finds out there, never by reading on.
+
+Partitions are assigned explicitly; there is no rebalancing (on purpose, see the README).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from .. import protocol
+from ..errors import (
+    Fenced,
+    FencingError,
+    InvalidArgument,
+    InvalidArgumentType,
+    StateLost,
+)
+from ..keys import validate_label
+from ..process import ProcessBound
+from ..record import Record
+from ..validate import check_int, validate_ttl
+from .ownership import Ownership
+from .reader import MAX_BLOCK_MS, MAX_READ_RECORDS, Reader
+
+if TYPE_CHECKING:
+    from ..keys import PartitionKeys
+    from ..runtime.threads.keeper import Task
+    from .topic import StartOffset, Topic
+
+log = logging.getLogger(__name__)
+
+#: Where a consumer starts on a partition: its group's committed offset ("committed": the
+#: first retained record if the group never committed), "earliest", "latest" or an offset.
+Start = int | str
+
+#: The largest offset (2**53 - 1: what the scripts' numbers hold exactly).
+MAX_OFFSET = 2**53 - 1
+#: A blocking poll over several partitions waits on each in turn for this long (seconds).
+_MULTI_STEP = 0.05
+_ITER_BLOCK_MS = 1_000
+
+
+def resource_of(topic: str, partition: int) -> str:
+    """The ownership resource of a topic partition: ``"<topic>/<partition>"``."""
+    return f"{topic}/{partition}"
+
+
+def _partitions(topic: Topic, partitions: object) -> list[int]:
+    if isinstance(partitions, bool):
+        raise InvalidArgumentType("partitions must be an int or a list of ints, got bool")
+    if isinstance(partitions, int):
+        wanted = [partitions]
+    elif isinstance(partitions, Iterable) and not isinstance(partitions, (str, bytes, dict)):
+        wanted = list(partitions)
+    else:
+        raise InvalidArgumentType(
+            f"partitions must be an int or a list of ints, got {type(partitions).__name__}: "
+            "pass e.g. [0, 1]"
+        )
+    if not wanted:
+        raise InvalidArgument("partitions must not be empty: name at least one partition")
+    out = sorted({topic.partition_keys(p).partition for p in wanted})
+    return out
+
+
+class Consumer(ProcessBound):
+    """A member of a consumer group that owns some partitions of one topic.
+
+    >>> with topic.consumer("billing", member_id="host-a", partitions=[0, 1]) as c:
+    ...     for record in c.poll(max_records=100, block_ms=1000):
+    ...         bill(record)
+    ...     c.commit()                  # fenced: raises Fenced if another member took over
+
+    Not thread-safe: use one consumer from one thread (like Kafka's).
+    """
+
+    def __init__(
+        self,
+        topic: Topic,
+        group: str,
+        member_id: str,
+        partitions: int | Iterable[int],
+        *,
+        start: Start = "committed",
+        ttl: float = 10.0,
+    ) -> None:
+        self.topic = topic
+        self.member_id = validate_label("member_id", member_id)
+        self._owner = Ownership(topic._client, group, self.member_id, validate_ttl(ttl))
+        self.group = self._owner.group
+        self.ttl = self._owner.ttl
+        if not (isinstance(start, int) and not isinstance(start, bool)) and start not in (
+            "committed",
+            "earliest",
+            "latest",
+        ):
+            raise InvalidArgument(
+                f"start must be 'committed', 'earliest', 'latest' or an offset, got {start!r}"
+            )
+        if isinstance(start, int):
+            check_int("start", start)
+        self._parts = _partitions(topic, partitions)
+        self._keys: dict[int, PartitionKeys] = {p: topic.partition_keys(p) for p in self._parts}
+        self._resources = {p: resource_of(topic.name, p) for p in self._parts}
+        self._readers: dict[int, Reader] = {}
+        self._renewal: Task | None = None
+        self._closed = False
+        self._next = 0  # round-robin start of the next poll
+        self._bind_process()
+
+    def _open(self, start: Start, *, wait: bool, timeout: float | None) -> None:
+        """Claim the partitions and place the readers (made by :meth:`Topic.consumer`)."""
+        if not isinstance(wait, bool):
+            raise InvalidArgumentType(f"wait must be a bool, got {type(wait).__name__}")
+        topic = self.topic
+        if isinstance(start, int):
+            for p in self._parts:  # a bad offset is refused before anything is written
+                first, end = topic.offsets(p)
+                if not first <= start <= end:
+                    raise protocol.topic.out_of_range(self._keys[p], start, first, end)
+        try:
+            self._owner.claim(list(self._resources.values()), wait=wait, timeout=timeout)
+            for p in self._parts:
+                self._readers[p] = topic.reader(p, self._start_of(p, start))
+            self._renewal = topic._client._keeper.schedule(self.ttl / 3.0, self._renew)
+        except BaseException:
+            self._owner.close()
+            raise
+
+    # -- public ------------------------------------------------------------------------------
+
+    @property
+    def partitions(self) -> list[int]:
+        """The partitions this consumer owns."""
+        return list(self._parts)
+
+    def poll(self, max_records: int = 100, block_ms: int | None = None) -> list[Record]:
+        """Up to ``max_records`` records from the owned partitions, in offset order per
+        partition (partitions take turns).
+
+        Checks every grant by server time first: raises :class:`~fencing.Fenced` once
+        another member took a partition over, :class:`~fencing.LeaseExpired` if a lease
+        lapsed (the background renewal could not reach Redis). With ``block_ms`` waits up
+        to that long for records when none are there.
+        """
+        count = check_int("max_records", max_records, minimum=1)
+        if count > MAX_READ_RECORDS:
+            raise InvalidArgument(f"max_records is capped at {MAX_READ_RECORDS}, got {count}")
+        block = 0 if block_ms is None else check_int("block_ms", block_ms)
+        if block > MAX_BLOCK_MS:
+            raise InvalidArgument(f"block_ms is capped at {MAX_BLOCK_MS} (one day), got {block}")
+        self._ready()
+        self._check_all()
+        records = self._fetch(count)
+        if records or block == 0:
+            return records
+        deadline = time.monotonic() + block / 1000.0
+        if len(self._parts) == 1:
+            return self._after_block(self._readers[self._parts[0]].read(count, block))
+        while True:
+            # Partitions live in different slots (a cluster cannot block on them together):
+            # wait on each in turn, briefly.
+            for p in self._order():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return []
+                step = max(1, int(min(left, _MULTI_STEP) * 1000))
+                records = self._readers[p].read(count, step)
+                if records:
+                    return self._after_block(records)
+
+    def commit(self, offsets: Mapping[int, int] | None = None) -> dict[int, int]:
+        """Commit offsets (the next offset to read, per partition); returns what was
+        committed. Default: everything polled so far (each partition's position).
+
+        Each partition's commit is one script that checks this member's grant and writes
+        the offset together: if another member took the partition over, it raises
+        :class:`~fencing.Fenced` and writes nothing for that partition. Partitions are
+        committed in ascending order and the first failure is raised (partitions before it
+        stay committed). Every offset is validated before anything is written.
+        """
+        self._ready()
+        if offsets is None:
+            wanted = {p: self._readers[p].position for p in self._parts}
+        else:
+            if not isinstance(offsets, Mapping):
+                raise InvalidArgumentType(
+                    f"offsets must be a dict {{partition: offset}}, got {type(offsets).__name__}"
+                )
+            wanted = {}
+            for p, o in offsets.items():
+                wanted[self._owned(p)] = check_int("offset", o)
+                if wanted[p] > MAX_OFFSET:
+                    raise InvalidArgument(
+                        f"offset {o} of partition {p} is beyond any offset a partition can "
+                        f"reach ({MAX_OFFSET})"
+                    )
+            if not wanted:
+                raise InvalidArgument("offsets must not be empty: leave it None to commit all")
+        done: dict[int, int] = {}
+        for p in sorted(wanted):
+            pk = self._keys[p]
+            resource = self._resources[p]
+            grant = self._owner._held(resource)
+            call = protocol.consumer.commit(
+                self._owner._target(resource),
+                pk,
+                session=self._owner.session,
+                grant=grant,
+                partition_incarnation=self.topic.incarnation_of(p),
+                offset=wanted[p],
+                seen_next=self.topic.seen_next(p),
+            )
+            try:
+                done[p] = self._owner._driver().execute(call, self._owner._budget)
+            except (Fenced, StateLost) as exc:
+                self._owner._lose(grant, exc)
+                raise
+        return done
+
+    def committed(self, partition: int) -> int | None:
+        """The group's committed offset of ``partition`` (None if it never committed).
+
+        Any partition of the topic may be asked, owned or not.
+        """
+        pk = self.topic.partition_keys(partition)
+        self._check_process()
+        return self.topic._driver().read(
+            protocol.consumer.committed(pk, self.group), self.topic.budget
+        )
+
+    def position(self, partition: int) -> int:
+        """The offset the next poll reads from on an owned ``partition``."""
+        return self._readers[self._owned(partition)].position
+
+    def seek(self, partition: int, offset: int) -> None:
+        """Move an owned partition to ``offset`` (checked now against the partition's range:
+        :class:`~fencing.OffsetOutOfRange` below the first retained record or past the end).
+        """
+        p = self._owned(partition)
+        self._ready()
+        self._readers[p].seek(offset)
+
+    def close(self) -> None:
+        """Release every partition at once (waiting members are woken). Idempotent; does
+        not commit. In a forked child it does nothing (the grants are the parent's)."""
+        if self._closed or not self._in_own_process():
+            return
+        self._closed = True
+        if self._renewal is not None:
+            self._renewal.cancel()
+        self._owner.close()
+
+    def __iter__(self) -> Iterator[Record]:
+        """Polls forever (blocking a second at a time) until the consumer is closed."""
+        while not self._closed:
+            for record in self.poll(block_ms=_ITER_BLOCK_MS):
+                yield record
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<fencing.Consumer topic={self.topic.name!r} group={self.group!r} "
+            f"member={self.member_id!r} partitions={self._parts}>"
+        )
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _ready(self) -> None:
+        self._check_process()
+        if self._closed:
+            raise InvalidArgument(
+                "this consumer is closed: open a new one with topic.consumer(...)"
+            )
+
+    def _owned(self, partition: object) -> int:
+        p = check_int("partition", partition)
+        if p not in self._keys:
+            self.topic.partition_keys(p)  # an unknown partition says so first
+            raise InvalidArgument(
+                f"this consumer owns partitions {self._parts} of topic {self.topic.name!r}, "
+                f"not {p}: open a consumer for it"
+            )
+        return p
+
+    def _start_of(self, partition: int, start: Start) -> StartOffset:
+        if isinstance(start, int):
+            return start
+        if start == "earliest":
+            return "earliest"
+        if start == "latest":
+            return "latest"
+        committed = self.committed(partition)
+        if committed is None:
+            return "earliest"
+        first, end = self.topic.offsets(partition)
+        if committed > end:
+            raise StateLost(
+                f"group {self.group!r} committed offset {committed} on partition {partition} "
+                f"of topic {self.topic.name!r}, past its end ({end}): the partition went back "
+                "in history (the Redis server lost writes). Nothing was read",
+                reason="offset",
+                key=self._keys[partition].committed,
+            )
+        if committed < first:
+            log.warning(
+                "redis-fencing: group %r: committed offset %d of %s/%d was trimmed away; "
+                "starting at the first retained offset %d",
+                self.group,
+                committed,
+                self.topic.name,
+                partition,
+                first,
+            )
+            return first
+        return committed
+
+    def _after_block(self, records: list[Record]) -> list[Record]:
+        """Records that arrived while blocked are returned only if every grant still holds
+        now: a member superseded during the wait never sees what its successor processes
+        (its position is put back, so nothing is skipped if it is told late)."""
+        if records:
+            try:
+                self._check_all()
+            except FencingError:
+                first = records[0]
+                assert first.partition is not None and first.offset is not None
+                self._readers[first.partition].seek_unchecked(first.offset)
+                raise
+        return records
+
+    def _check_all(self) -> None:
+        for p in self._parts:
+            self._owner.check(self._resources[p])
+
+    def _order(self) -> list[int]:
+        n = len(self._parts)
+        order = [self._parts[(self._next + i) % n] for i in range(n)]
+        self._next = (self._next + 1) % n
+        return order
+
+    def _fetch(self, count: int) -> list[Record]:
+        out: list[Record] = []
+        for p in self._order():
+            if len(out) >= count:
+                break
+            out.extend(self._readers[p].read(count - len(out)))
+        return out
+
+    def _renew(self) -> bool:
+        if self._closed or not self._owner.grants:
+            return False
+        try:
+            self._owner.renew()
+        except FencingError as exc:
+            log.warning(
+                "redis-fencing: consumer %r of group %r: renewal failed: %s",
+                self.member_id,
+                self.group,
+                exc,
+            )
+        return bool(self._owner.grants)

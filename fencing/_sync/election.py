@@ -1,0 +1,676 @@
+# GENERATED from fencing/_async/election.py by tools/unasync.py: do not edit.
+# Edit the async source, then run `python tools/unasync.py` (CI checks this file).
+"""Leader election: ``client.election(name, candidate_id, ttl, renew_deadline)``.
+
+A term is a grant of the ownership row (``"__election__"``, name): its token is unique per
+term, only grows, and is the fencing token of everything the leader writes elsewhere. A
+leader keeps its term by renewing the row; a **renew deadline** below the TTL, on a timer
+thread that no hanging call can hold up, makes it step down locally (``lost`` set,
+``on_revoked`` called) before its lease can lapse by server time, so the intervals in which
+two processes believe they lead never overlap (given clocks that run at the same rate).
+
+Leaving the ``campaign`` block resigns: ``lost`` is set, ``on_revoked`` runs once, the row is
+released and waiting candidates are woken by notification, not by polling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from .. import forks, protocol
+from ..errors import (
+    Fenced,
+    FencingError,
+    InvalidArgument,
+    InvalidArgumentType,
+    LeaseExpired,
+    StateLost,
+    Unavailable,
+)
+from ..grant import Grant
+from ..keys import ELECTION_GROUP, validate_label, validate_name
+from ..process import ProcessBound
+from ..protocol.election import ElectionKeys, LeaderInfo
+from ..protocol.ownership import Seen
+from ..runtime.threads import primitives as runtime
+from ..validate import RECHECK_INTERVAL, callback_arg, seconds_arg, validate_ttl
+from .ownership import Ownership
+
+if TYPE_CHECKING:
+    from ..retry import RetryBudget
+    from ..runtime.threads.keeper import Task
+    from .client import Client
+
+log = logging.getLogger(__name__)
+
+#: The exit status of a process whose election was made with ``exit_on_loss=True`` when it
+#: loses a term it did not give up itself (EX_SOFTWARE).
+EXIT_ON_LOSS_STATUS = 70
+#: observe() bounds each read as if under a lease this long (seconds).
+OBSERVE_READ_TTL = 1.0
+#: The smallest retry period: renewals more often than this only load the server.
+MIN_RETRY_PERIOD = 0.01
+
+#: on_elected / on_revoked: called with the term (under fencing, may be a coroutine
+#: function).
+Callback = Callable[["Leadership"], Any]
+
+
+class LostEvent(runtime.Event):
+    """``Leadership.lost``: an event (``threading.Event``, or ``asyncio.Event`` in
+    ``fencing``) that also reads as set once the renew deadline has passed, even before
+    the timer got to run (a process resumed from a pause sees it set at its very first
+    look), and whose ``wait`` ends at the deadline."""
+
+    def __init__(self, term: Leadership) -> None:
+        super().__init__()
+        self._term = term
+
+    def is_set(self) -> bool:
+        if super().is_set():
+            return True
+        if time.monotonic() >= self._term._deadline:
+            self._term._lose(self._term._deadline_error())
+            super().set()
+            return True
+        return False
+
+    isSet = is_set  # noqa: N815 - threading.Event's old alias
+
+    def wait(self, timeout: float | None = None) -> bool:  # type: ignore[override, unused-ignore]
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            now = time.monotonic()
+            bound = self._term._deadline - now
+            if end is not None:
+                bound = min(bound, end - now)
+            if runtime.base_wait(self, max(0.0, bound)) or self.is_set():
+                return True
+            if end is not None and time.monotonic() >= end:
+                return False
+
+
+class Leadership:
+    """One term this process holds. Made by :meth:`Election.campaign`; never built by hand.
+
+    ``token`` is the fencing token for writes elsewhere; ``lost`` is set the moment the term
+    ends here (resigned, superseded, or no renewal succeeded within the renew deadline);
+    :meth:`check` asks the server.
+
+    >>> with election.campaign() as leadership:
+    ...     while not leadership.lost.is_set():
+    ...         db.execute("UPDATE jobs SET owner_token = %s WHERE id = %s "
+    ...                    "AND owner_token <= %s", (leadership.token, 1, leadership.token))
+    """
+
+    def __init__(self, election: Election, owner: Ownership, grant: Grant, sent: float) -> None:
+        self.election = election
+        self.grant = grant
+        #: The fencing token of this term.
+        self.token = grant.token
+        #: When the term began, in seconds since the epoch by the server's clock.
+        self.term_started = (grant.lease_expires_ms - owner._ttl_ms) / 1000.0
+        #: Set when the term ends here; never cleared.
+        self._deadline = sent + election.renew_deadline
+        self.lost: runtime.Event = LostEvent(self)
+        self._owner = owner
+        self._lock = runtime.state_lock()
+        #: Wakes the timer: a loss was handed to it, or the term ended.
+        self._wake = runtime.Event()
+        #: Set once on_elected has returned: on_revoked never runs before it.
+        self._elected = runtime.Event()
+        #: The timer (a thread, or a task under asyncio), as it sees itself.
+        self._timer: object | None = None
+        self._finisher: object | None = None
+        forks.register(self)
+        self._pending: FencingError | None = None
+        self._ended = False
+        self._reason: FencingError | None = None
+        self._finished = runtime.Event()
+        self._runners: list[object] = []
+
+    # -- public ------------------------------------------------------------------------------
+
+    @property
+    def reason(self) -> FencingError | None:
+        """Why the term ended (None while it lasts)."""
+        return self._ended_reason() if self.lost.is_set() else None
+
+    def check(self) -> Grant:
+        """Confirm, by server time, that this term still holds.
+
+        Raises :class:`~fencing.Fenced` once another candidate was elected or the term was
+        resigned, :class:`~fencing.LeaseExpired` when no renewal succeeded within the renew
+        deadline (or the lease lapsed), :class:`~fencing.StateLost` if the row vanished.
+        Every failure also ends the term here (``lost`` is set, ``on_revoked`` runs).
+        """
+        self.election._check_process()
+        if self.lost.is_set():
+            raise self._ended_reason()
+        try:
+            grant = self._owner.check(self.election.name)
+        except (Fenced, StateLost, LeaseExpired) as exc:
+            if self.lost.is_set():
+                raise self._ended_reason() from exc
+            self._lose(exc)
+            raise
+        if self.lost.is_set():
+            # Ended while the call was out (resigned, superseded, or past the deadline).
+            raise self._ended_reason()
+        return grant
+
+    def _ended_reason(self) -> FencingError:
+        with self._lock:
+            return self._reason or self._pending or self._deadline_error()
+
+    def resign(self) -> None:
+        """End the term now: ``lost`` is set, ``on_revoked`` runs, the row is released and
+        waiting candidates are woken. Idempotent; leaving the campaign block calls it."""
+        if not self.election._in_own_process():
+            return
+        if self.lost.is_set():
+            # Lost before the resign (a takeover, the deadline): that loss is what ended
+            # the term, whoever gets here first: on_revoked sees it, and exit_on_loss
+            # applies.
+            self._finish(self._ended_reason(), resign=False)
+            return
+        self._finish(
+            Fenced(
+                f"the term of token {self.token} in election {self.election.name!r} was "
+                "resigned: campaign again to lead",
+                token=self.token,
+                holder_token=self.token,
+                holder_label="",
+                group=ELECTION_GROUP,
+                resource=self.election.name,
+            ),
+            resign=True,
+        )
+
+    def __repr__(self) -> str:
+        state = "lost" if self.lost.is_set() else "leading"
+        return (
+            f"<fencing.Leadership election={self.election.name!r} "
+            f"candidate={self.election.candidate_id!r} token={self.token} {state}>"
+        )
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        name = f"fencing-election-{self.election.name}"
+        self._runners = [
+            runtime.spawn(self._watch, name=f"{name}-deadline"),
+            runtime.spawn(self._renew_loop, name=f"{name}-renew"),
+        ]
+
+    def _deadline_error(self) -> LeaseExpired:
+        return LeaseExpired(
+            f"election {self.election.name!r}: no renewal of the term of token {self.token} "
+            f"succeeded within renew_deadline={self.election.renew_deadline:.3f}s, so this "
+            "process stepped down before its lease could lapse by server time. Stop acting "
+            "as leader; campaign again when Redis is reachable",
+            token=self.token,
+            expired_ago=0.0,
+            group=ELECTION_GROUP,
+            resource=self.election.name,
+        )
+
+    def _renew_loop(self) -> None:
+        election = self.election
+        while not runtime.base_wait(self.lost, election.retry_period):
+            if self.lost.is_set():
+                return
+            sent = time.monotonic()
+            try:
+                self._owner.renew(election.name)
+            except (Fenced, StateLost) as exc:
+                self._lose(exc)
+                return
+            except FencingError as exc:
+                # Unreachable, or the lease lapsed: the deadline timer decides.
+                log.warning("redis-fencing: election %r: renewal failed: %s", election.name, exc)
+                continue
+            except Exception:
+                log.exception("redis-fencing: election %r: renewal failed", election.name)
+                continue
+            with self._lock:
+                self._deadline = max(self._deadline, sent + election.renew_deadline)
+
+    def _watch(self) -> None:
+        """The timer: ends the term at the renew deadline, or when a loss is handed to it
+        (callbacks never run on a notifier or renewer thread)."""
+        self._timer = runtime.current()
+        while True:
+            with self._lock:
+                if self._ended:
+                    return
+                if self._pending is not None:
+                    reason: FencingError = self._pending
+                    break
+                left = self._deadline - time.monotonic()
+                if left <= 0:
+                    reason = self._deadline_error()
+                    break
+                self._wake.clear()  # under the lock: a loss handed over after this wakes us
+            runtime.wait_event(self._wake, left)
+        self._finish(reason, resign=False)
+
+    def _lose(self, exc: FencingError) -> None:
+        """Hand a loss to the timer, which ends the term."""
+        with self._lock:
+            if self._pending is None:
+                self._pending = exc
+            self._wake.set()
+
+    def _on_severed(self, grant: Grant, new_token: int) -> None:
+        if grant.token == self.token:
+            self._lose(
+                Fenced(
+                    f"election {self.election.name!r}: the term of token {self.token} was "
+                    f"superseded by token {new_token}: stop acting as leader",
+                    token=self.token,
+                    holder_token=new_token,
+                    holder_label="",
+                    group=ELECTION_GROUP,
+                    resource=self.election.name,
+                )
+            )
+
+    def _after_fork_in_child(self) -> None:
+        # The term is the parent's: in the child it is over (its loop must not run on).
+        runtime.Event.set(self.lost)
+        self._ended = True
+
+    def _finish(self, reason: FencingError, *, resign: bool) -> None:
+        me = runtime.current()
+        with self._lock:
+            if self._ended:
+                ended_here = False
+            else:
+                self._ended = ended_here = True
+                self._reason = reason
+                self._finisher = me
+            self._wake.set()
+        if not ended_here:
+            if me is not self._timer and me is not self._finisher:
+                runtime.wait_event(self._finished, self.election.ttl)
+            return
+        election = self.election
+        runtime.Event.set(self.lost)
+        escaped: BaseException | None = None
+        try:
+            if me is self._timer:
+                # on_revoked never runs before on_elected returned.
+                runtime.wait_event(self._elected, None)
+            if election.on_revoked is not None:
+                try:
+                    runtime.call(election.on_revoked, self)
+                except BaseException as exc:
+                    log.exception("redis-fencing: election %r: on_revoked failed", election.name)
+                    if not isinstance(exc, Exception):
+                        escaped = exc  # SystemExit, KeyboardInterrupt: raised after the release
+            if not resign:
+                log.warning("redis-fencing: election %r: %s", election.name, reason)
+        finally:
+            try:
+                if not resign and election.exit_on_loss:
+                    log.critical(
+                        "redis-fencing: election %r: leadership lost; exiting (exit_on_loss)",
+                        election.name,
+                    )
+                    os._exit(EXIT_ON_LOSS_STATUS)
+                # Release (a no-op when superseded) so that waiting candidates are woken now
+                # rather than at the end of the lease; then tell observers.
+                self._owner.close()
+                election._publish_change(f"ended {self.token}")
+                election._term_ended(self)
+            finally:
+                self._finished.set()
+        if escaped is not None and me is not self._timer:
+            raise escaped
+
+
+class Election(ProcessBound):
+    """A candidate in one named election.
+
+    ``ttl`` is the lease of a term; ``renew_deadline`` (default two thirds of it) is how
+    long a leader goes on without a successful renewal before it steps down locally;
+    renewals are tried every ``retry_period`` (default a quarter of the deadline). They
+    must satisfy ``ttl > renew_deadline > retry_period``, as in client-go. With
+    ``exit_on_loss=True`` a term lost by anything but resigning ends the process
+    (``os._exit(70)``) right after ``on_revoked``: client-go's advice for processes that
+    cannot stop every action they started.
+
+    >>> election = client.election("scheduler", candidate_id="host-a", ttl=10.0)
+    >>> with election.campaign() as leadership:            # blocks until elected
+    ...     run_scheduler(leadership)                       # check leadership.lost often
+    >>> election.leader()                                   # who leads now, or None
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        name: str,
+        candidate_id: str,
+        ttl: float = 10.0,
+        renew_deadline: float | None = None,
+        *,
+        retry_period: float | None = None,
+        on_elected: Callback | None = None,
+        on_revoked: Callback | None = None,
+        exit_on_loss: bool = False,
+    ) -> None:
+        self._client = client
+        self.name = validate_name("election name", name)
+        self.candidate_id = validate_label("candidate_id", candidate_id)
+        self.ttl = validate_ttl(ttl)
+        if renew_deadline is None:
+            self.renew_deadline = self.ttl * 2 / 3
+        else:
+            self.renew_deadline = seconds_arg(renew_deadline, "renew_deadline")
+        if retry_period is None:
+            self.retry_period = self.renew_deadline / 4
+        else:
+            self.retry_period = seconds_arg(retry_period, "retry_period")
+        if not self.ttl > self.renew_deadline:
+            raise InvalidArgument(
+                f"renew_deadline={self.renew_deadline!r}s must be below ttl={self.ttl!r}s: a "
+                "leader must step down before its lease can lapse by server time"
+            )
+        if not self.renew_deadline > self.retry_period:
+            raise InvalidArgument(
+                f"retry_period={self.retry_period!r}s must be below "
+                f"renew_deadline={self.renew_deadline!r}s, so a renewal can be tried again "
+                "before the deadline"
+            )
+        if self.retry_period < MIN_RETRY_PERIOD:
+            raise InvalidArgument(
+                f"retry_period={self.retry_period!r}s is below {MIN_RETRY_PERIOD}s: raise ttl "
+                "or renew_deadline"
+            )
+        if not isinstance(exit_on_loss, bool):
+            raise InvalidArgumentType(
+                f"exit_on_loss must be a bool, got {type(exit_on_loss).__name__}"
+            )
+        self.on_elected = callback_arg(on_elected, "on_elected")
+        self.on_revoked = callback_arg(on_revoked, "on_revoked")
+        self.exit_on_loss = exit_on_loss
+        self._keys = ElectionKeys.of(client.keys, self.name)
+        self._budget = client._budget_for_ttl(self.ttl)
+        #: observe() reads with a short budget, so close() ends it within about a second
+        #: even while Redis does not answer (a read is safe to give up on and repeat).
+        self._observe_budget = client._budget_for_ttl(min(self.ttl, OBSERVE_READ_TTL))
+        self._lock = runtime.state_lock()
+        self._terms: list[Leadership] = []
+        self._observers: list[runtime.Event] = []
+        self._waiting: list[Ownership] = []
+        #: The row's incarnation and the highest token this handle saw (G9 across terms).
+        self._seen: Seen | None = None
+        self._closed = runtime.Event()
+        self._bind_process()
+
+    # -- public ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def campaign(self, timeout: float | None = None) -> Iterator[Leadership]:
+        """Block until elected (up to ``timeout`` seconds; None waits forever), then yield
+        the :class:`Leadership`. Leaving the block resigns.
+
+        Raises :class:`~fencing.OwnershipConflict` when ``timeout`` runs out first. Each
+        campaign is a new session: a process never inherits a term, even its own earlier
+        one.
+
+        >>> with election.campaign(timeout=30) as leadership:
+        ...     leadership.token                                   # doctest: +SKIP
+        8
+        """
+        term = self._win(timeout)
+        try:
+            yield term
+        finally:
+            term.resign()
+
+    def leader(self) -> LeaderInfo | None:
+        """Who leads now by server time, or None (nobody, or the last lease lapsed)."""
+        self._ready()
+        return self._leader(self._budget)
+
+    def _leader(self, budget: RetryBudget) -> LeaderInfo | None:
+        view = self._peek(budget)
+        if view.incarnation:
+            self._saw(view.incarnation, view.token)
+        if not view.holder_label:
+            return None
+        return LeaderInfo(
+            name=self.name,
+            label=view.holder_label,
+            token=view.token,
+            since=view.since_ms / 1000.0,
+            lease_left=max(0, view.expires_ms - view.now_ms) / 1000.0,
+        )
+
+    def candidates(self) -> int:
+        """How many candidates are campaigning (waiting to be elected) now."""
+        self._ready()
+        return (self._peek()).candidates
+
+    def observe(self, timeout: float | None = None) -> Iterator[LeaderInfo | None]:
+        """Iterate over leader changes: first who leads now (or None), then each change.
+
+        Woken by notifications (an election, a resignation) and by the end of the leader's
+        lease by server time; re-checks at least every second, so a lost notification
+        costs latency only. Ends cleanly when :meth:`close` is called, or after ``timeout``
+        seconds without a change. A Redis outage is logged and waited out.
+
+        >>> for info in election.observe():
+        ...     print("leader:", info.label if info else None)   # doctest: +SKIP
+        """
+        self._ready()
+        limit = None if timeout is None else seconds_arg(timeout, "timeout")
+        wake = runtime.Event()
+        with self._lock:
+            self._observers.append(wake)
+        notifications = self._client._notifications
+        subs = [
+            notifications.subscribe(self._keys.changed_channel, lambda _d: wake.set()),
+            notifications.subscribe(self._keys.target.released_channel, lambda _d: wake.set()),
+        ]
+        try:
+            last: tuple[int, str] | bool | None = False
+            quiet_since = time.monotonic()
+            while not self._closed.is_set():
+                wake.clear()
+                try:
+                    info = self._leader(self._observe_budget)
+                except Unavailable as exc:
+                    log.warning("redis-fencing: observing election %r: %s", self.name, exc)
+                    runtime.wait_event(wake, RECHECK_INTERVAL)
+                    continue
+                current = None if info is None else (info.token, info.label)
+                if current != last:
+                    last = current
+                    quiet_since = time.monotonic()
+                    yield info
+                    continue
+                pause = RECHECK_INTERVAL
+                if info is not None:
+                    pause = min(pause, info.lease_left + 0.002)
+                if limit is not None:
+                    left = quiet_since + limit - time.monotonic()
+                    if left <= 0:
+                        return
+                    pause = min(pause, left)
+                runtime.wait_event(wake, pause)
+        finally:
+            for sub in subs:
+                sub.close()
+            with self._lock:
+                if wake in self._observers:
+                    self._observers.remove(wake)
+
+    def close(self) -> None:
+        """Resign any term this election holds and end every :meth:`observe` iterator.
+        Idempotent; in a forked child it does nothing (the terms are the parent's)."""
+        if not self._in_own_process():
+            return
+        self._closed.set()
+        with self._lock:
+            terms = list(self._terms)
+            observers = list(self._observers)
+            waiting = list(self._waiting)
+        for wake in observers:
+            wake.set()
+        for owner in waiting:
+            owner._cancel_wait()
+        for term in terms:
+            term.resign()
+
+    def __enter__(self) -> Election:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<fencing.Election name={self.name!r} candidate={self.candidate_id!r}>"
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _ready(self) -> None:
+        self._check_process()
+        if self._closed.is_set():
+            raise self._closed_error()
+
+    def _peek(self, budget: RetryBudget | None = None) -> protocol.election.RowView:
+        budget = budget or self._budget
+        call = protocol.election.peek(self._keys.target.key, self._keys.candidates)
+        return self._client._driver(budget.timeout).execute(call, budget)
+
+    def _register(self, session: str, ttl_ms: int) -> None:
+        call = protocol.election.candidate(
+            self._keys, session=session, label=self.candidate_id, ttl_ms=ttl_ms
+        )
+        self._client._driver(self._budget.timeout).execute(call, self._budget)
+
+    def _win(self, timeout: float | None) -> Leadership:
+        self._ready()
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise InvalidArgumentType(
+                    f"timeout must be None or seconds, got {type(timeout).__name__}"
+                )
+            timeout = seconds_arg(timeout, "timeout") if timeout != 0 else 0.0
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            term = self._try_win(deadline)
+            if term is not None:
+                return term
+
+    def _try_win(self, deadline: float | None) -> Leadership | None:
+        """One campaign with a session of its own; None when the grant came too late to
+        be used (no time left before its renew deadline): campaign again."""
+        holder: list[Leadership] = []
+
+        def severed(grant: Grant, new_token: int) -> None:
+            if holder:
+                holder[0]._on_severed(grant, new_token)
+
+        owner = Ownership(
+            self._client,
+            ELECTION_GROUP,
+            self.candidate_id,
+            self.ttl,
+            on_severed=severed,
+            _allow_reserved=True,
+        )
+        with self._lock:
+            if self._closed.is_set():
+                raise self._closed_error()
+            seen = self._seen
+            self._waiting.append(owner)
+        if seen is not None:
+            owner._seen[self.name] = seen  # G9 across terms: a token never goes back
+        ttl_ms = owner._ttl_ms
+        refresh: Task | None = None
+        try:
+            self._register(owner.session, ttl_ms)
+
+            def keep_registered() -> bool:
+                if owner._cancelled.is_set():
+                    return False
+                self._register(owner.session, ttl_ms)
+                return True
+
+            refresh = self._client._keeper.schedule(self.ttl / 3, keep_registered)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            grant = (owner.claim(self.name, wait=True, timeout=left))[self.name]
+        except BaseException:
+            owner.close()
+            raise
+        finally:
+            owner._cancelled.set()
+            if refresh is not None:
+                refresh.cancel()
+            with self._lock:
+                if owner in self._waiting:
+                    self._waiting.remove(owner)
+            with contextlib.suppress(FencingError):
+                self._register(owner.session, 0)
+        self._saw(grant.incarnation, grant.token)
+        sent = owner._last_claim_sent
+        if time.monotonic() >= sent + self.renew_deadline:
+            # The claim's retries outlasted the renew deadline: this term could not be
+            # used safely. Give it back and campaign again (never announced, never held).
+            owner.close()
+            return None
+        term = Leadership(self, owner, grant, sent)
+        holder.append(term)
+        with self._lock:
+            closed = self._closed.is_set()
+            if not closed:
+                self._terms.append(term)
+        if closed:
+            owner.close()
+            raise self._closed_error()
+        term._start()
+        self._publish_change(f"elected {grant.token}")
+        try:
+            if self.on_elected is not None:
+                runtime.call(self.on_elected, term)
+        except BaseException:
+            term._elected.set()
+            term.resign()
+            raise
+        term._elected.set()
+        return term
+
+    def _saw(self, incarnation: str, token: int) -> None:
+        with self._lock:
+            if self._seen is None or self._seen.incarnation != incarnation:
+                if self._seen is None or token >= self._seen.token:
+                    self._seen = Seen(incarnation, token)
+            elif token > self._seen.token:
+                self._seen = Seen(incarnation, token)
+
+    def _closed_error(self) -> InvalidArgument:
+        return InvalidArgument(
+            "this election handle is closed: open a new one with client.election(...)"
+        )
+
+    def _publish_change(self, message: str) -> None:
+        # Only makes observers prompt: they re-check by server time anyway.
+        try:
+            driver = self._client._driver(self._budget.timeout)
+            driver.redis.publish(self._keys.changed_channel, message)
+        except Exception as exc:
+            log.debug("redis-fencing: election %r: publish failed: %s", self.name, exc)
+
+    def _term_ended(self, term: Leadership) -> None:
+        with self._lock:
+            if term in self._terms:
+                self._terms.remove(term)

@@ -1,0 +1,62 @@
+"""What a failed call means: whether its request may have reached the server, and the typed
+error for a refusal by the server itself. No I/O: shared by the sync and async drivers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.exceptions
+
+from ..errors import FencingError, OutcomeUnknown, Unavailable, WrongKeyType
+from .base import ReadCall, ScriptCall
+
+
+class NotDelivered(redis.exceptions.ConnectionError):
+    """The connection could not be made: the request never left this process."""
+
+
+def may_have_arrived(call: ScriptCall[Any], exc: BaseException) -> bool:
+    """Whether a failed attempt's request may have reached the server; raises
+    OutcomeUnknown at once when such a call must not be sent again."""
+    if isinstance(exc, NotDelivered):
+        return False
+    if not call.resend_safe:
+        raise OutcomeUnknown(
+            f"{call.script.name}: the connection failed after the request was sent ({exc}), "
+            "so it may have been applied. It is not sent again: without a sequence (a "
+            "producer made with idempotent=False) a resend could append it twice. Read the "
+            "partition to see whether it landed, or use an idempotent producer, whose "
+            "resends are deduplicated"
+        ) from exc
+    return True
+
+
+# Refusals by the server itself (not by a script's checks): nothing was applied.
+_NOT_APPLIED = (
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.BusyLoadingError,
+)
+_NOT_APPLIED_PREFIXES = ("MASTERDOWN", "BUSY", "LOADING", "NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN")
+
+
+def wrong_type_read(call: ReadCall[Any]) -> WrongKeyType:
+    keys = sorted({str(command[1]) for command in call.commands if len(command) > 1})
+    return WrongKeyType(
+        f"one of the keys {keys} holds a Redis type that redis-fencing does not keep there: "
+        "another program uses this name; choose another namespace or remove that key",
+        key=keys[0] if keys else "",
+        key_type="unknown",
+    )
+
+
+def server_refusal(script: str, exc: redis.exceptions.ResponseError) -> FencingError:
+    """A typed error for a server refusal that no script check produced."""
+    message = str(exc)
+    if isinstance(exc, _NOT_APPLIED) or message.startswith(_NOT_APPLIED_PREFIXES):
+        return Unavailable(
+            f"{script}: Redis refused the call and applied nothing ({message}): out of "
+            "memory under maxmemory-policy noeviction, a read-only replica after a failover, "
+            "or a server that is loading or busy. Fix the server, then retry"
+        )
+    return FencingError(f"{script}: unexpected reply from Redis: {message}")

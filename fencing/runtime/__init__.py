@@ -1,0 +1,15 @@
+"""The only code that differs between the sync and the asyncio flavours.
+
+``fencing/_async/`` is written once against this interface; ``fencing/_sync/`` is generated
+from it (``tools/unasync.py`` rewrites ``runtime.tasks`` to ``runtime.threads``):
+
+- ``runtime.threads``: threads, ``threading`` locks and events, blocking sockets;
+- ``runtime.tasks``: asyncio tasks, locks and events, ``redis.asyncio``.
+
+Each offers the same names: ``Event``, ``io_lock()`` (held across a call to Redis),
+``state_lock()`` (guards a few fields, never held across I/O: a no-op under asyncio, where
+such a section cannot be interleaved), ``wait_event``, ``base_wait``, ``sleep``, ``spawn``,
+``current``, ``call``, ``require_open``, and the modules ``keeper`` (lease renewals in the
+background), ``notify`` (one pub/sub listener per client) and ``connections`` (the script
+path's connections).
+"""

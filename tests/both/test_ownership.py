@@ -1,0 +1,122 @@
+"""Ownership, consumers and elections, written once, run for sync and asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+import fencing
+
+from .flavors import Api
+
+
+async def test_claim_conflict_wait_and_release_wakes_the_waiter(api: Api) -> None:
+    client = api.client()
+    a = client.ownership("jobs", "a", ttl=5)
+    b = client.ownership("jobs", "b", ttl=5)
+    grant = (await a.claim(["r/0"]))["r/0"]
+    assert (grant.generation, grant.token, grant.new) == (1, 1, True)
+    with pytest.raises(fencing.OwnershipConflict) as err:
+        await b.claim("r/0")
+    assert err.value.holder_label == "a"
+    waiter = asyncio.ensure_future(b.claim("r/0", wait=True, timeout=10))
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    assert await a.release() == {"r/0": True}
+    taken = (await asyncio.wait_for(waiter, 10))["r/0"]
+    assert time.monotonic() - started < 2.0  # woken by the release, not by the lease (5 s)
+    assert (taken.generation, taken.token) == (2, 2)
+    with pytest.raises(fencing.InvalidArgument):  # released: nothing left to check
+        await a.check("r/0")
+    await a.close()
+    await b.close()
+
+
+async def test_a_superseded_consumer_commits_nothing(api: Api) -> None:
+    client = api.client()
+    topic = client.topic("t", partitions=1)
+    async with await topic.producer() as producer:
+        await producer.send_batch([b"a", b"b", b"c"], partition=0)
+    first = await topic.consumer("billing", "m1", [0])
+    assert [r.value for r in await first.poll()] == [b"a", b"b", b"c"]
+    assert await first.commit() == {0: 3}
+    taker = client.ownership("billing", "ops", ttl=5)
+    await taker.claim(["t/0"], generation=0)
+    with pytest.raises(fencing.Fenced):
+        await first.commit({0: 1})
+    with pytest.raises(fencing.Fenced):
+        await first.poll()
+    assert await first.committed(0) == 3
+    await first.close()
+    await taker.close()
+    second = await topic.consumer("billing", "m2", [0])
+    assert second.position(0) == 3
+    await second.close()
+
+
+async def test_election_terms_grow_callbacks_run_once_and_resign_wakes(api: Api) -> None:
+    client = api.client()
+    events: list[str] = []
+    e1 = client.election(
+        "sched",
+        "one",
+        ttl=2.0,
+        on_elected=lambda t: events.append(f"elected {t.token}"),
+        on_revoked=lambda t: events.append(f"revoked {t.token}"),
+    )
+    e2 = client.election("sched", "two", ttl=2.0)
+    assert await e1.leader() is None
+    terms: list[object] = []
+    elected, leave = asyncio.Event(), asyncio.Event()
+
+    async def second() -> None:
+        async with e2.campaign(timeout=10) as term2:
+            terms.append(term2)
+            elected.set()
+            await leave.wait()
+
+    async with e1.campaign() as term:
+        assert term.token == 1
+        info = await e1.leader()
+        assert (info.label, info.token) == ("one", 1)
+        task = asyncio.ensure_future(second())
+        await asyncio.sleep(0.3)
+        assert not elected.is_set()
+        assert await e2.candidates() == 1
+    assert term.lost.is_set()
+    await asyncio.wait_for(elected.wait(), 10)
+    term2 = terms[0]
+    assert term2.token == 2
+    with pytest.raises(fencing.Fenced):
+        await term.check()
+    assert (await term2.check()).token == 2
+    leave.set()
+    await task
+    assert term2.lost.is_set()
+    assert events == ["elected 1", "revoked 1"]
+    await e1.close()
+    await e2.close()
+
+
+async def test_observe_reports_each_leader_change(api: Api) -> None:
+    client = api.client()
+    watcher = client.election("obs", "watcher", ttl=2.0)
+    seen: list[object] = []
+
+    async def watch() -> None:
+        async for info in watcher.observe(timeout=3):
+            seen.append(None if info is None else info.token)
+            if len(seen) == 3:
+                return
+
+    task = asyncio.ensure_future(watch())
+    await asyncio.sleep(0.3)
+    leader = client.election("obs", "leader", ttl=2.0)
+    async with leader.campaign():
+        await asyncio.sleep(0.3)
+    await asyncio.wait_for(task, 10)
+    assert seen == [None, 1, None]
+    await watcher.close()
+    await leader.close()
