@@ -8,7 +8,9 @@
   KEYS[4]  the waiters' leases (hash)
   ARGV[1]  session      the producer's session id
   ARGV[2]  mode         'x' (exclusive holder), 's' (shared) or 'w' (waiter)
-  ARGV[3]  epoch        the epoch the producer holds (ignored for 'w')
+  ARGV[3]  epoch        the epoch the producer holds (ignored for 'w'); -1 for 'x': whatever
+                        epoch this session holds (an open whose reply never came: the
+                        session is unique to one producer object, so it is enough)
   ARGV[4]  released_ch  channel waiters listen on
 
   Returns 1 if the producer was still registered, else 0.
@@ -25,7 +27,7 @@ if bad then return bad end
 local done = 0
 if mode == 'x' then
   local v = redis.call('HMGET', row_key, 'session', 'token', 'mode')
-  if v[1] == session and tonumber(v[2]) == epoch and v[3] == 'x' then
+  if v[1] == session and (epoch < 0 or tonumber(v[2]) == epoch) and v[3] == 'x' then
     redis.call('HSET', row_key, 'session', '', 'expires', 0)
     done = 1
   end

@@ -213,7 +213,10 @@ class Client:
         try:
             async for attempt in budget.retrying_async():
                 with attempt:
-                    return int(await r.incr(self.keys.producer_ids()))
+                    mark = runtime.cancel_mark()
+                    issued = int(await r.incr(self.keys.producer_ids()))
+                    runtime.check_cancel(mark)
+                    return issued
         except TRANSIENT_ERRORS as exc:
             raise OutcomeUnknown(f"could not allocate a producer id: {exc}") from exc
         raise AssertionError("unreachable")
@@ -225,7 +228,9 @@ class Client:
         budget = self._budget_default()
         await self._ensure_safe(budget)
         try:
+            mark = runtime.cancel_mark()
             raw = await self._driver(budget.timeout).redis.get(self.keys.producer_ids())
+            runtime.check_cancel(mark)
         except redis.exceptions.ResponseError as exc:
             raise StateLost(
                 f"the producer-id counter {self.keys.producer_ids()!r} is not a number "
@@ -295,7 +300,9 @@ class Client:
                 return
             driver_redis = self._driver(budget.timeout).redis
             try:
+                mark = runtime.cancel_mark()
                 reply = await driver_redis.config_get("maxmemory-policy")
+                runtime.check_cancel(mark)
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
                 raise Unavailable(f"cannot reach Redis to check its configuration: {exc}") from exc
             except redis.exceptions.ResponseError as exc:

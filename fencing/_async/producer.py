@@ -222,9 +222,18 @@ class Producer(ProcessBound):
     ) -> _Standing:
         mode = OPEN_MODES[self.access_mode.name]
         call = self._open_call(pk, mode, None)
-        opened = await self._execute(call)
-        if opened.status == "waiting":
-            opened = await self._wait(pk, opened, deadline)
+        try:
+            opened = await self._execute(call)
+            if opened.status == "waiting":
+                opened = await self._wait(pk, opened, deadline)
+        except BaseException as exc:
+            if not isinstance(exc, FencingError) or isinstance(exc, OutcomeUnknown):
+                # Interrupted (a cancelled task, KeyboardInterrupt) or a lost reply: the
+                # open may have registered this session in any of the three ways. Leave
+                # them all, or a queue entry or a lease would outlive the producer.
+                for left_mode, epoch in (("w", 0), ("s", 0), ("x", -1)):
+                    await self._leave(pk, left_mode, epoch)
+            raise
         writer = Writer(
             producer_id=str(pid),
             session=self.session,

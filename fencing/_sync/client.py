@@ -215,7 +215,10 @@ class Client:
         try:
             for attempt in budget.retrying():
                 with attempt:
-                    return int(r.incr(self.keys.producer_ids()))
+                    mark = runtime.cancel_mark()
+                    issued = int(r.incr(self.keys.producer_ids()))
+                    runtime.check_cancel(mark)
+                    return issued
         except TRANSIENT_ERRORS as exc:
             raise OutcomeUnknown(f"could not allocate a producer id: {exc}") from exc
         raise AssertionError("unreachable")
@@ -227,7 +230,9 @@ class Client:
         budget = self._budget_default()
         self._ensure_safe(budget)
         try:
+            mark = runtime.cancel_mark()
             raw = self._driver(budget.timeout).redis.get(self.keys.producer_ids())
+            runtime.check_cancel(mark)
         except redis.exceptions.ResponseError as exc:
             raise StateLost(
                 f"the producer-id counter {self.keys.producer_ids()!r} is not a number "
@@ -297,7 +302,9 @@ class Client:
                 return
             driver_redis = self._driver(budget.timeout).redis
             try:
+                mark = runtime.cancel_mark()
                 reply = driver_redis.config_get("maxmemory-policy")
+                runtime.check_cancel(mark)
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
                 raise Unavailable(f"cannot reach Redis to check its configuration: {exc}") from exc
             except redis.exceptions.ResponseError as exc:

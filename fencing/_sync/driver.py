@@ -34,6 +34,7 @@ from ..lua_loader import LuaScript
 from ..protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
 from ..protocol.refusals import NotDelivered, may_have_arrived, server_refusal, wrong_type_read
 from ..retry import TRANSIENT_ERRORS, RetryBudget
+from ..runtime.threads import primitives as runtime
 from ..runtime.threads.connections import ScriptConnections
 
 _pack_command: Any  # hiredis's stub types it for one-element tuples only
@@ -113,8 +114,10 @@ class Driver:
 
     def execute_once(self, call: ScriptCall[T]) -> T:
         """One attempt: run the script, parse the reply or raise the typed error."""
+        mark = runtime.cancel_mark()
         try:
             reply = self._evalsha(call.script, call.keys, call.args)
+            runtime.check_cancel(mark)
         except redis.exceptions.ResponseError as exc:
             error = parse_error_reply(str(exc))
             if error is None:
@@ -131,7 +134,9 @@ class Driver:
                     for command in call.commands:
                         pipe.execute_command(*command)  # type: ignore[no-untyped-call, unused-ignore]
                     try:
+                        mark = runtime.cancel_mark()
                         replies = pipe.execute()
+                        runtime.check_cancel(mark)
                     except redis.exceptions.ResponseError as exc:
                         if "WRONGTYPE" in str(exc):
                             raise wrong_type_read(call) from exc

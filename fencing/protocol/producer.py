@@ -253,7 +253,10 @@ def producer_renew(
 
 
 def producer_close(pk: PartitionKeys, *, session: str, mode: str, epoch: int) -> ScriptCall[bool]:
-    """Leave a partition (``x`` holder, ``s`` shared, ``w`` waiter); wakes waiters."""
+    """Leave a partition (``x`` holder, ``s`` shared, ``w`` waiter); wakes waiters.
+
+    ``epoch=-1`` with ``x`` leaves whatever epoch this session holds (after an open whose
+    outcome is unknown)."""
     return ScriptCall(
         script=script("producer_close"),
         keys=(pk.owner, pk.shared, pk.waiters, pk.waiting_leases),

@@ -6,7 +6,6 @@ import asyncio
 import inspect
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import pytest
 
@@ -18,6 +17,12 @@ from .flavors import Api
 def api(request: pytest.FixtureRequest, server: ServerInfo, namespace: str) -> Iterator[Api]:
     """Clients of one flavour on the test server, in this test's namespace."""
     yield Api(request.param, server.url, namespace)
+
+
+@pytest.fixture
+def aio_api(server: ServerInfo, namespace: str) -> Iterator[Api]:
+    """Clients of the asyncio flavour only (task cancellation has no sync twin)."""
+    yield Api("async", server.url, namespace)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -33,9 +38,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         try:
             await pyfuncitem.obj(**kwargs)
         finally:
-            api: Any = kwargs.get("api")
-            if isinstance(api, Api):
-                await api.close()
+            for value in kwargs.values():
+                if isinstance(value, Api):
+                    await value.close()
 
     asyncio.run(main())
     return True

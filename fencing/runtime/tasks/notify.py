@@ -24,6 +24,7 @@ import redis.asyncio
 import redis.exceptions
 
 from ...text import text as _text
+from .primitives import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +57,7 @@ class Subscription:
 
     async def wait(self, timeout: float | None) -> bool:
         """Wait for a message (or a reconnect); True if one came. Clears the flag."""
-        if not self._event.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._event.wait(), timeout)
-        got = self._event.is_set()
+        got = await wait_event(self._event, timeout)
         self._event.clear()
         return got
 
@@ -107,9 +105,8 @@ class Notifier:
 
     async def _confirmed_or_timeout(self, channel: str) -> None:
         event = self._confirmed.get(channel)
-        if event is not None and not event.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), _CONFIRM_SECONDS)
+        if event is not None:
+            await wait_event(event, _CONFIRM_SECONDS)
 
     async def _remove(self, sub: Subscription) -> None:
         subs = self._subs.get(sub.channel, [])
@@ -171,8 +168,7 @@ class Notifier:
                 pubsub = self._pubsub
                 if pubsub is None or pubsub.connection is None:
                     assert self._changed is not None
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._changed.wait(), _POLL_SECONDS)
+                    await wait_event(self._changed, _POLL_SECONDS)
                     if not self._subs and pubsub is None:
                         return  # nothing wanted: a new subscription starts a new listener
                     continue

@@ -6,7 +6,6 @@ See :mod:`fencing.runtime` for the interface it shares with :mod:`fencing.runtim
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -50,25 +49,50 @@ def state_lock() -> _NoLock:
     return _NO_LOCK
 
 
+async def within(timeout: float | None, waiting: Coroutine[Any, Any, Any]) -> None:
+    """Await ``waiting`` for up to ``timeout`` seconds (None: for ever); a timeout just ends
+    the wait. Never ``asyncio.wait_for``: before Python 3.12 it can swallow a cancellation
+    that arrives as the awaited thing completes, and a cancelled task would wait on."""
+    try:
+        async with asyncio.timeout(None if timeout is None else max(0.0, timeout)):
+            await waiting
+    except TimeoutError:
+        pass
+
+
 async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
     """Wait for ``event`` up to ``timeout`` seconds (None: for ever); True if it is set."""
-    if event.is_set():
-        return True
-    if timeout is None:
-        await event.wait()
-        return True
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), max(0.0, timeout))
+    if not event.is_set():
+        await within(timeout, event.wait())
     return event.is_set()
 
 
 async def base_wait(event: asyncio.Event, timeout: float | None) -> bool:
     """``asyncio.Event.wait`` itself (with a timeout), past any override of a subclass."""
-    if asyncio.Event.is_set(event):
-        return True
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.Event.wait(event), timeout)
+    if not asyncio.Event.is_set(event):
+        await within(timeout, asyncio.Event.wait(event))
     return asyncio.Event.is_set(event)
+
+
+def cancel_mark() -> int:
+    """How many cancellations of the running task are pending now (see :func:`check_cancel`)."""
+    task = asyncio.current_task()
+    return 0 if task is None else task.cancelling()
+
+
+def check_cancel(mark: int) -> None:
+    """Raise ``CancelledError`` if the running task was cancelled since :func:`cancel_mark`
+    returned ``mark`` and nobody raised it.
+
+    redis-py's asyncio connections await ``asyncio.wait_for`` inside every send, and before
+    Python 3.12 ``wait_for`` drops a cancellation that arrives as the awaited thing
+    completes: the call returns normally, the task goes on, and a cancelled waiter would
+    wait on. The request did complete, so raising here means "cancelled after it
+    happened", which callers already handle (a send stays pending and is resolved).
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling() > mark:
+        raise asyncio.CancelledError
 
 
 async def sleep(seconds: float) -> None:

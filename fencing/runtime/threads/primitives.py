@@ -42,6 +42,15 @@ def base_wait(event: threading.Event, timeout: float | None) -> bool:
     return threading.Event.wait(event, timeout)
 
 
+def cancel_mark() -> int:
+    """Threads are not cancelled: always 0 (see the asyncio twin)."""
+    return 0
+
+
+def check_cancel(mark: int) -> None:
+    """Threads are not cancelled: nothing to check (see the asyncio twin)."""
+
+
 def sleep(seconds: float) -> None:
     """Sleep ``seconds``."""
     time.sleep(seconds)
