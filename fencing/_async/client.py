@@ -252,7 +252,9 @@ class Client:
                 key=self.keys.producer_ids(),
             )
 
-    def _clone(self, timeout: float, *, pubsub: bool = False) -> redis.asyncio.Redis:
+    def _clone(
+        self, timeout: float, *, pubsub: bool = False, blocking: bool = False
+    ) -> redis.asyncio.Redis:
         pool = self._base.connection_pool
         kwargs = {
             k: v
@@ -267,11 +269,24 @@ class Client:
             retry_on_error=[],
             decode_responses=False,
         )
-        clone = redis.asyncio.ConnectionPool(
-            connection_class=pool.connection_class,
-            max_connections=pool.max_connections,
-            **kwargs,
-        )
+        clone: redis.asyncio.ConnectionPool
+        if blocking:
+            # Reads and other commands: once max_connections are out (redis-py's default is
+            # 100), a further one waits up to a socket timeout for a free connection
+            # instead of failing at once. The script path waits the same way in
+            # ScriptConnections, over a pool of its own.
+            clone = redis.asyncio.BlockingConnectionPool(  # type: ignore[no-untyped-call, unused-ignore]
+                connection_class=pool.connection_class,
+                max_connections=pool.max_connections or 100,
+                timeout=timeout,
+                **kwargs,
+            )
+        else:
+            clone = redis.asyncio.ConnectionPool(
+                connection_class=pool.connection_class,
+                max_connections=pool.max_connections,
+                **kwargs,
+            )
         client = redis.asyncio.Redis(connection_pool=clone)
         # Stream replies are parsed by fencing.protocol.topic, straight from the wire format:
         # redis-py's per-entry dicts would cost more than the rest of a read.
@@ -287,7 +302,7 @@ class Client:
                 driver = self._drivers.get(timeout)
                 if driver is None:
                     scripts = self._clone(timeout).connection_pool  # the script path's own
-                    driver = Driver(self._clone(timeout), scripts)
+                    driver = Driver(self._clone(timeout, blocking=True), scripts)
                     self._drivers[timeout] = driver
         return driver
 

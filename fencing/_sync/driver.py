@@ -57,7 +57,9 @@ class Driver:
         self._scripts = (
             ScriptConnections(client.connection_pool, own_pool=False)
             if scripts is None
-            else ScriptConnections(scripts)
+            else ScriptConnections(
+                scripts, wait=float(scripts.connection_kwargs.get("socket_timeout") or 1.0)
+            )
         )
         encoding = str(client.connection_pool.connection_kwargs.get("encoding", "utf-8"))
         # hiredis encodes str arguments as UTF-8; any other client encoding packs through

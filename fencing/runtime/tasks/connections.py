@@ -4,26 +4,36 @@ The asyncio twin of :mod:`fencing.runtime.threads.connections` (read its docstri
 why): a connection taken back from the stack is checked for stray bytes or EOF before it
 is written to, one that failed mid-call is disconnected, and clients with a
 ``credential_provider`` (or a pool shared with other commands) go through the pool on
-every call.
+every call. Once the pool's ``max_connections`` are all out (redis-py's default is 100), a
+task waits up to ``wait`` seconds for one to come back instead of failing at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from typing import Any
 
 import redis.asyncio
 import redis.exceptions
 
+from .primitives import wait_event
+
 
 class ScriptConnections:
     """Checkout and checkin of the connections that run scripts (one event loop)."""
 
-    def __init__(self, pool: redis.asyncio.ConnectionPool, *, own_pool: bool = True) -> None:
+    def __init__(
+        self, pool: redis.asyncio.ConnectionPool, *, own_pool: bool = True, wait: float = 1.0
+    ) -> None:
         self.pool = pool
         self._reuse = own_pool and pool.connection_kwargs.get("credential_provider") is None
         self._stack: list[Any] = []
         self._pid = os.getpid()
+        self._wait = wait
+        self._returned: asyncio.Event | None = None
+        self._waiting = 0
 
     async def checkout(self) -> Any:
         """A connection ready to be written to."""
@@ -34,7 +44,10 @@ class ScriptConnections:
         try:
             conn = self._stack.pop()
         except IndexError:
-            return await self.pool.get_connection()  # type: ignore[no-untyped-call]
+            try:
+                return await self.pool.get_connection()  # type: ignore[no-untyped-call]
+            except redis.exceptions.MaxConnectionsError:
+                conn = await self._wait_for_one()
         try:
             stale = conn.is_connected and await conn.can_read()
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
@@ -42,6 +55,26 @@ class ScriptConnections:
         if stale:
             await conn.disconnect(nowait=True)  # the next send reconnects
         return conn
+
+    async def _wait_for_one(self) -> Any:
+        """A connection given back within ``wait`` seconds (all are out), else an error."""
+        deadline = time.monotonic() + self._wait
+        if self._returned is None:
+            self._returned = asyncio.Event()
+        self._waiting += 1
+        try:
+            while not self._stack:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise redis.exceptions.ConnectionError(
+                        f"no free connection within {self._wait}s: all "
+                        f"{self.pool.max_connections} are in use"
+                    )
+                self._returned.clear()
+                await wait_event(self._returned, left)
+            return self._stack.pop()
+        finally:
+            self._waiting -= 1
 
     @staticmethod
     async def connect(conn: Any) -> None:
@@ -60,6 +93,8 @@ class ScriptConnections:
             await self.pool.release(conn)
             return
         self._stack.append(conn)
+        if self._waiting and self._returned is not None:
+            self._returned.set()
 
     async def close(self) -> None:
         """Disconnect every connection of the pool, in use or not."""

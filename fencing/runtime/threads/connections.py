@@ -15,7 +15,10 @@ guarantee:
 - the connections come from a pool used by nothing else, so however many the script path
   holds, reads and other commands of the client never wait for one; the pool's
   ``max_connections`` still bounds how many script calls run at once;
-- after a fork, the child drops the parent's stack (the pool resets itself).
+- after a fork, the child drops the parent's stack (the pool resets itself);
+- once the pool's ``max_connections`` are all out (redis-py's default is 100), a caller
+  waits up to ``wait`` seconds for one to come back instead of failing at once; a wait
+  that runs out raises ConnectionError before anything was sent.
 
 A client with a ``credential_provider`` re-authenticates its connections on release, which
 only the pool does: such clients check out and release through the pool on every call, and
@@ -32,6 +35,8 @@ so does a pool shared with other commands (``own_pool=False``).
 from __future__ import annotations
 
 import os
+import threading
+import time
 from typing import Any
 
 import redis
@@ -41,11 +46,16 @@ import redis.exceptions
 class ScriptConnections:
     """Checkout and checkin of the connections that run scripts (thread-safe)."""
 
-    def __init__(self, pool: redis.ConnectionPool, *, own_pool: bool = True) -> None:
+    def __init__(
+        self, pool: redis.ConnectionPool, *, own_pool: bool = True, wait: float = 1.0
+    ) -> None:
         self.pool = pool
         self._reuse = own_pool and pool.connection_kwargs.get("credential_provider") is None
         self._stack: list[Any] = []  # list.pop/append are atomic under the GIL
         self._pid = os.getpid()
+        self._wait = wait
+        self._returned = threading.Condition()
+        self._waiting = 0
 
     def checkout(self) -> Any:
         """A connection ready to be written to."""
@@ -53,10 +63,14 @@ class ScriptConnections:
             return self.pool.get_connection()
         if self._pid != os.getpid():
             self._stack, self._pid = [], os.getpid()
+            self._returned, self._waiting = threading.Condition(), 0
         try:
             conn = self._stack.pop()
         except IndexError:
-            return self.pool.get_connection()  # a new one, checked by the pool
+            conn = self._new()
+            if conn is not None:
+                return conn
+            conn = self._wait_for_one()
         try:
             stale = conn.can_read()  # idle: data waiting means EOF or stray bytes
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
@@ -64,6 +78,32 @@ class ScriptConnections:
         if stale:
             conn.disconnect()  # the next send reconnects
         return conn
+
+    def _new(self) -> Any:
+        """A new connection from the pool (checked by it), or None when all are out."""
+        try:
+            return self.pool.get_connection()
+        except redis.exceptions.MaxConnectionsError:
+            return None
+
+    def _wait_for_one(self) -> Any:
+        """A connection given back within ``wait`` seconds (all are out), else an error."""
+        deadline = time.monotonic() + self._wait
+        with self._returned:
+            self._waiting += 1
+            try:
+                while True:
+                    if self._stack:
+                        return self._stack.pop()
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise redis.exceptions.ConnectionError(
+                            f"no free connection within {self._wait}s: all "
+                            f"{self.pool.max_connections} are in use"
+                        )
+                    self._returned.wait(left)
+            finally:
+                self._waiting -= 1
 
     @staticmethod
     def connect(conn: Any) -> None:
@@ -84,6 +124,9 @@ class ScriptConnections:
         if conn.should_reconnect():
             conn.disconnect()
         self._stack.append(conn)
+        if self._waiting:
+            with self._returned:
+                self._returned.notify()
 
     def close(self) -> None:
         """Disconnect every connection of the pool, in use or not."""

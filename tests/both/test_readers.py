@@ -1,0 +1,56 @@
+"""Readers, written once, run for sync and asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import fencing
+
+from .flavors import Api
+
+
+async def test_reader_seeks_blocks_and_tails(api: Api) -> None:
+    topic = api.client().topic("t", partitions=1)
+    async with await topic.producer() as producer:
+        await producer.send_batch([b"a", b"b", b"c"], partition=0)
+        reader = await topic.reader(0, 1)
+        assert [(r.offset, r.value) for r in await reader.read()] == [(1, b"b"), (2, b"c")]
+        assert reader.position == 3
+        assert await reader.read(block_ms=50) == []
+
+        async def later() -> None:
+            await asyncio.sleep(0.2)
+            await producer.send(b"d")
+
+        task = asyncio.ensure_future(later())
+        got = await reader.read(block_ms=5_000)
+        await task
+        assert [(r.offset, r.value) for r in got] == [(3, b"d")]
+        await reader.seek(0)
+        tailed = []
+        async for record in reader:
+            tailed.append(record.value)
+            if len(tailed) == 4:
+                break
+        assert tailed == [b"a", b"b", b"c", b"d"]
+        with pytest.raises(fencing.OffsetOutOfRange):
+            await reader.seek(9)
+        with pytest.raises(fencing.OffsetOutOfRange):
+            await topic.reader(0, 5)
+        assert await topic.trim(0, before_offset=2) == 2
+        with pytest.raises(fencing.OffsetOutOfRange):
+            await topic.reader(0, 1)
+        assert [r.value for r in await (await topic.reader(0)).read()] == [b"c", b"d"]
+
+
+async def test_a_topic_opened_without_partitions_must_exist(api: Api) -> None:
+    client = api.client()
+    with pytest.raises(fencing.UnknownTopic):
+        await client.topic("nope").open()
+    made = client.topic("made", partitions=3)
+    await made.open()
+    again = client.topic("made")
+    await again.open()
+    assert (again.partitions, again.incarnation) == (3, made.incarnation)
