@@ -13,6 +13,7 @@ lease they protect. One pool per timeout value, created on demand.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -88,6 +89,8 @@ class Client:
         self._drivers: dict[float, Driver] = {}
         self._safe_checked = False
         self._keeper = Keeper()
+        #: Elections made by this client: close() resigns their terms.
+        self._elections: weakref.WeakSet[Election] = weakref.WeakSet()
         self._notifier = Notifier(lambda: self._clone(self.settings.socket_timeout, pubsub=True))
         forks.register(self)
 
@@ -160,7 +163,7 @@ class Client:
         ...     leadership.token
         1
         """
-        return Election(
+        election = Election(
             self,
             name,
             candidate_id,
@@ -171,6 +174,8 @@ class Client:
             on_revoked=on_revoked,
             exit_on_loss=exit_on_loss,
         )
+        self._elections.add(election)
+        return election
 
     def topic(
         self,
@@ -352,7 +357,10 @@ class Client:
     # -- lifecycle -----------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Stop the notification listener and close this client's own connections."""
+        """Resign the terms of this client's elections, stop lease renewals and the
+        notification listener, and close this client's own connections."""
+        for election in list(self._elections):
+            await election.close()
         self._keeper.close()
         await self._notifier.close()
         with self._lock:

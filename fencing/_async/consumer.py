@@ -256,12 +256,12 @@ class Consumer(ProcessBound):
     async def close(self) -> None:
         """Release every partition at once (waiting members are woken). Idempotent; does
         not commit. In a forked child it does nothing (the grants are the parent's)."""
-        if self._closed or not self._in_own_process():
+        if not self._in_own_process():
             return
         self._closed = True
         if self._renewal is not None:
             self._renewal.cancel()
-        await self._owner.close()
+        await self._owner.close()  # idempotent: completes a close that was interrupted
 
     async def __aiter__(self) -> AsyncIterator[Record]:
         """Polls forever (blocking a second at a time) until the consumer is closed."""
@@ -339,7 +339,7 @@ class Consumer(ProcessBound):
         if records:
             try:
                 await self._check_all()
-            except FencingError:
+            except BaseException:  # fenced, or interrupted: nothing read is skipped
                 first = records[0]
                 assert first.partition is not None and first.offset is not None
                 self._readers[first.partition].seek_unchecked(first.offset)
@@ -358,10 +358,18 @@ class Consumer(ProcessBound):
 
     async def _fetch(self, count: int) -> list[Record]:
         out: list[Record] = []
-        for p in self._order():
-            if len(out) >= count:
-                break
-            out.extend(await self._readers[p].read(count - len(out)))
+        before = {p: reader.position for p, reader in self._readers.items()}
+        try:
+            for p in self._order():
+                if len(out) >= count:
+                    break
+                out.extend(await self._readers[p].read(count - len(out)))
+        except BaseException:
+            # A later partition failed (or the poll was interrupted) after earlier ones were
+            # read: those records are not returned, so their positions go back.
+            for p, position in before.items():
+                self._readers[p].seek_unchecked(position)
+            raise
         return out
 
     async def _renew(self) -> bool:

@@ -596,29 +596,32 @@ class Election(ProcessBound):
         ttl_ms = owner._ttl_ms
         refresh: Task | None = None
         try:
-            await self._register(owner.session, ttl_ms)
-
-            async def keep_registered() -> bool:
-                if owner._cancelled.is_set():
-                    return False
+            try:
                 await self._register(owner.session, ttl_ms)
-                return True
 
-            refresh = self._client._keeper.schedule(self.ttl / 3, keep_registered)
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            grant = (await owner.claim(self.name, wait=True, timeout=left))[self.name]
+                async def keep_registered() -> bool:
+                    if owner._cancelled.is_set():
+                        return False
+                    await self._register(owner.session, ttl_ms)
+                    return True
+
+                refresh = self._client._keeper.schedule(self.ttl / 3, keep_registered)
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                grant = (await owner.claim(self.name, wait=True, timeout=left))[self.name]
+            finally:
+                owner._cancelled.set()
+                if refresh is not None:
+                    refresh.cancel()
+                with self._lock:
+                    if owner in self._waiting:
+                        self._waiting.remove(owner)
+                with contextlib.suppress(FencingError):
+                    await self._register(owner.session, 0)
         except BaseException:
+            # Refused, timed out, or interrupted (also while deregistering, after a grant):
+            # give back whatever this session may hold.
             await owner.close()
             raise
-        finally:
-            owner._cancelled.set()
-            if refresh is not None:
-                refresh.cancel()
-            with self._lock:
-                if owner in self._waiting:
-                    self._waiting.remove(owner)
-            with contextlib.suppress(FencingError):
-                await self._register(owner.session, 0)
         self._saw(grant.incarnation, grant.token)
         sent = owner._last_claim_sent
         if time.monotonic() >= sent + self.renew_deadline:
@@ -635,12 +638,14 @@ class Election(ProcessBound):
         if closed:
             await owner.close()
             raise self._closed_error()
-        term._start()
-        await self._publish_change(f"elected {grant.token}")
         try:
+            term._start()
+            await self._publish_change(f"elected {grant.token}")
             if self.on_elected is not None:
                 await runtime.call(self.on_elected, term)
         except BaseException:
+            # The caller never gets this term (on_elected failed, or the campaign was
+            # interrupted): it ends here, released, its runners stopped.
             term._elected.set()
             await term.resign()
             raise

@@ -217,8 +217,7 @@ class Ownership(ProcessBound):
         out: dict[str, bool] = {}
         failure: FencingError | None = None
         for target in self._ordered(names):
-            with self._lock:
-                grant = self._grants.pop(target.resource, None)
+            grant = self._grants.get(target.resource)
             if grant is None:
                 out[target.resource] = False
                 continue
@@ -228,6 +227,11 @@ class Ownership(ProcessBound):
             except FencingError as exc:
                 out[target.resource] = False
                 failure = failure or exc
+            # Dropped once the call returned or failed for good; an interrupted release
+            # (a cancelled task) keeps the grant, so release() or close() can run again.
+            with self._lock:
+                if self._grants.get(target.resource) == grant:
+                    del self._grants[target.resource]
         if failure is not None:
             raise failure
         return out
@@ -249,11 +253,11 @@ class Ownership(ProcessBound):
                 self.ttl,
                 exc_info=True,
             )
-        finally:
-            self._closed = True
-            if self._session_sub is not None:
-                await self._session_sub.close()
-                self._session_sub = None
+        # (An interrupted close leaves the handle open, so that close() can run again.)
+        self._closed = True
+        if self._session_sub is not None:
+            sub, self._session_sub = self._session_sub, None
+            await sub.close()
 
     async def __aenter__(self) -> Ownership:
         return self

@@ -65,6 +65,7 @@ class _Standing:
     __slots__ = (
         "errors",
         "generation",
+        "left",
         "lock",
         "next_sequence",
         "pending",
@@ -81,6 +82,8 @@ class _Standing:
         self.generation = generation
         self.next_sequence = seq
         self.pending: Pending | None = None
+        #: Set once this producer left the partition (closed or gave up opening).
+        self.left = False
         self.errors = protocol.producer.producer_errors(pk)  # built once, not per send
 
 
@@ -156,6 +159,7 @@ class Producer(ProcessBound):
         self._renewal: Task | None = None
         self._opened = False
         self._closed = False
+        self._released = False
         self._bind_process()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -194,6 +198,9 @@ class Producer(ProcessBound):
                             self.lease_ttl / 3.0, self._renew_all
                         )
             except BaseException:
+                if self._renewal is not None:
+                    self._renewal.cancel()
+                    self._renewal = None
                 await self._release_all()
                 raise
             self._opened = True
@@ -342,15 +349,14 @@ class Producer(ProcessBound):
             self._fenced = exc
         if self._renewal is not None:
             self._renewal.cancel()
-        for standing in list(self._standing.values()):
-            await self._leave(standing.pk, standing.writer.mode, standing.writer.epoch)
+        await self._release_all()
 
     async def close(self) -> None:
         """Leave every partition at once (waiters are woken). Idempotent.
 
         In a forked child this does nothing at all: the lease is the parent's.
         """
-        if self._closed or not self._in_own_process():
+        if (self._closed and self._released) or not self._in_own_process():
             return
         self._closed = True  # an open() waiting in another thread gives up on this flag
         async with self._lock:
@@ -360,7 +366,11 @@ class Producer(ProcessBound):
 
     async def _release_all(self) -> None:
         for standing in list(self._standing.values()):
-            await self._leave(standing.pk, standing.writer.mode, standing.writer.epoch)
+            if not standing.left:
+                await self._leave(standing.pk, standing.writer.mode, standing.writer.epoch)
+                standing.left = True
+        # Only once every partition was left: an interrupted close() can run again.
+        self._released = True
         # The standings stay: a closed producer's state (to save) and epochs can be read.
 
     async def _leave(self, pk: PartitionKeys, mode: str, epoch: int) -> None:

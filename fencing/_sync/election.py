@@ -598,29 +598,32 @@ class Election(ProcessBound):
         ttl_ms = owner._ttl_ms
         refresh: Task | None = None
         try:
-            self._register(owner.session, ttl_ms)
-
-            def keep_registered() -> bool:
-                if owner._cancelled.is_set():
-                    return False
+            try:
                 self._register(owner.session, ttl_ms)
-                return True
 
-            refresh = self._client._keeper.schedule(self.ttl / 3, keep_registered)
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            grant = (owner.claim(self.name, wait=True, timeout=left))[self.name]
+                def keep_registered() -> bool:
+                    if owner._cancelled.is_set():
+                        return False
+                    self._register(owner.session, ttl_ms)
+                    return True
+
+                refresh = self._client._keeper.schedule(self.ttl / 3, keep_registered)
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                grant = (owner.claim(self.name, wait=True, timeout=left))[self.name]
+            finally:
+                owner._cancelled.set()
+                if refresh is not None:
+                    refresh.cancel()
+                with self._lock:
+                    if owner in self._waiting:
+                        self._waiting.remove(owner)
+                with contextlib.suppress(FencingError):
+                    self._register(owner.session, 0)
         except BaseException:
+            # Refused, timed out, or interrupted (also while deregistering, after a grant):
+            # give back whatever this session may hold.
             owner.close()
             raise
-        finally:
-            owner._cancelled.set()
-            if refresh is not None:
-                refresh.cancel()
-            with self._lock:
-                if owner in self._waiting:
-                    self._waiting.remove(owner)
-            with contextlib.suppress(FencingError):
-                self._register(owner.session, 0)
         self._saw(grant.incarnation, grant.token)
         sent = owner._last_claim_sent
         if time.monotonic() >= sent + self.renew_deadline:
@@ -637,12 +640,14 @@ class Election(ProcessBound):
         if closed:
             owner.close()
             raise self._closed_error()
-        term._start()
-        self._publish_change(f"elected {grant.token}")
         try:
+            term._start()
+            self._publish_change(f"elected {grant.token}")
             if self.on_elected is not None:
                 runtime.call(self.on_elected, term)
         except BaseException:
+            # The caller never gets this term (on_elected failed, or the campaign was
+            # interrupted): it ends here, released, its runners stopped.
             term._elected.set()
             term.resign()
             raise

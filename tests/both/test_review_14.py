@@ -222,7 +222,6 @@ async def test_failed_shared_open_leaves_no_renewal_task(api: Api) -> None:
         await holder.close()
 
 
-
 # -- close(): a cancelled close must not make the next close a no-op ----------------------------
 
 
@@ -283,13 +282,29 @@ async def test_release_cancelled_midway_can_be_retried(api: Api) -> None:
 # -- the notifier: a channel subscribed again right after its last subscriber left ---------------
 
 
+async def test_resubscribing_a_channel_its_last_subscriber_just_left_is_confirmed_at_once(
+    api: Api,
+) -> None:
+    """Hole (latency): ``Notifier._remove`` drops the channel's confirmation event and kicks a
+    sync; a new subscriber of the same channel before that sync ran gets a fresh event, the
+    sync finds the channel wanted and still subscribed (nothing to send), so no
+    confirmation ever comes and ``async with notifier.subscribe(ch)`` waits its full
+    ``_CONFIRM_SECONDS`` (2 s). Any waiter that subscribes right after another one left
+    (same client, same resource) stalls 2 s before it looks again."""
+    _only_async(api)
+    client = api.client()
+    notifier = client._notifications
+    async with notifier.subscribe("review-14"):
+        pass
+    started = time.monotonic()
+    async with notifier.subscribe("review-14"):
+        took = time.monotonic() - started
+    assert took < 0.5, f"subscribing again took {took:.2f}s (the confirmation never came)"
+
+
 async def test_second_waiting_claim_on_a_resource_is_woken_promptly(api: Api) -> None:
-    """Hole (latency): when the last subscriber of a channel closes and a new one subscribes
-    before the notifier synced, the channel is never unsubscribed nor subscribed again, so
-    no confirmation comes and ``async with notifier.subscribe(ch)`` waits its full
-    ``_CONFIRM_SECONDS`` (2 s). A waiting claim (or WAIT_FOR_EXCLUSIVE open) that follows
-    another waiter of the same resource on the same client sleeps 2 s before it even looks
-    again, whatever the release notifications say."""
+    """Guard (passes): a waiting claim that follows another, timed-out waiter of the same
+    resource on the same client is woken by the release, not by its polling."""
     client = api.client()
     holder = client.ownership("g", "holder", ttl=10.0)
     await holder.claim("r")

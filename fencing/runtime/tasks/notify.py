@@ -96,7 +96,11 @@ class Notifier:
         sub = Subscription(self, channel, callback)
         subs = self._subs.setdefault(channel, [])
         subs.append(sub)
-        self._confirmed.setdefault(channel, asyncio.Event())
+        confirmed = self._confirmed.setdefault(channel, asyncio.Event())
+        if channel in self._sent and self._pubsub is not None:
+            # Still subscribed on the connection (its last subscriber just left and no
+            # UNSUBSCRIBE went out): nothing to wait for.
+            confirmed.set()
         self._closed = False
         self._ensure_listener()
         if len(subs) == 1:
