@@ -121,3 +121,19 @@ def callback_arg(value: object, name: str) -> Callable[..., Any] | None:
             f"{name} must be a callable taking the Leadership, got {type(value).__name__}"
         )
     return value
+
+
+#: The most records one read returns, and the longest a read may block (one day).
+MAX_READ_RECORDS = 10_000
+MAX_BLOCK_MS = 86_400_000
+
+
+def read_limits(max_records: object, block_ms: object) -> tuple[int, int]:
+    """``(count, block_ms)`` of a read (readers and consumers), checked; None blocks 0 ms."""
+    count = check_int("max_records", max_records, minimum=1)
+    if count > MAX_READ_RECORDS:
+        raise InvalidArgument(f"max_records is capped at {MAX_READ_RECORDS}, got {count}")
+    block = 0 if block_ms is None else check_int("block_ms", block_ms)
+    if block > MAX_BLOCK_MS:
+        raise InvalidArgument(f"block_ms is capped at {MAX_BLOCK_MS} (one day), got {block}")
+    return count, block

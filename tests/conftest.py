@@ -13,12 +13,14 @@ import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import urlparse
 
 import pytest
 import redis
 
 import fencing
 from fencing.embedded import EmbeddedServer, ServerKind
+from fencing.faults import Proxy
 
 EXTERNAL_URL = os.environ.get("FENCING_TEST_REDIS_URL")
 KINDS: list[ServerKind] = ["redis", "valkey"]
@@ -102,6 +104,16 @@ def client(server: ServerInfo, namespace: str) -> Iterator[fencing.Client]:
     c = fencing.Client.from_url(server.url, namespace=namespace)
     yield c
     c.close()
+
+
+@pytest.fixture
+def proxy(server: ServerInfo) -> Iterator[Proxy]:
+    """A proxy in front of the test server that can lose replies (TCP on loopback only)."""
+    url = urlparse(server.url)
+    if url.scheme != "redis" or url.hostname not in ("127.0.0.1", "localhost") or not url.port:
+        pytest.skip(f"the proxy needs a loopback TCP server, not {server.url}")
+    with Proxy(url.port) as p:
+        yield p
 
 
 def _drop_namespace(url: str, namespace: str) -> None:

@@ -50,16 +50,6 @@ SHORT_TTL = 1.0
 
 
 @pytest.fixture
-def proxy(server: ServerInfo) -> Iterator[Proxy]:
-    """A proxy in front of the test server (TCP on loopback only)."""
-    url = urlparse(server.url)
-    if url.scheme != "redis" or url.hostname not in ("127.0.0.1", "localhost") or not url.port:
-        pytest.skip(f"the proxy needs a loopback TCP server, not {server.url}")
-    with Proxy(url.port) as p:
-        yield p
-
-
-@pytest.fixture
 def pclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[fencing.Client]:
     """A fencing client whose every connection goes through the proxy."""
     path = urlparse(server.url).path or "/0"

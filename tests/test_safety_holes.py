@@ -192,15 +192,6 @@ def test_a_closed_producers_state_and_epochs_can_still_be_read(client: Client) -
 
 
 @pytest.fixture
-def proxy(server: ServerInfo) -> Iterator[Proxy]:
-    url = urlparse(server.url)
-    if url.scheme != "redis" or not url.port:
-        pytest.skip(f"the proxy needs a loopback TCP server, not {server.url}")
-    with Proxy(url.port) as p:
-        yield p
-
-
-@pytest.fixture
 def pclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[Client]:
     c = Client.from_url(proxy.url_for(server.url), namespace=namespace)
     yield c

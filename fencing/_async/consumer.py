@@ -30,9 +30,9 @@ from ..errors import (
 from ..keys import validate_label
 from ..process import ProcessBound
 from ..record import Record
-from ..validate import check_int, validate_ttl
+from ..validate import check_int, read_limits, validate_ttl
 from .ownership import Ownership
-from .reader import MAX_BLOCK_MS, MAX_READ_RECORDS, Reader
+from .reader import Reader
 
 if TYPE_CHECKING:
     from ..keys import PartitionKeys
@@ -155,12 +155,7 @@ class Consumer(ProcessBound):
         lapsed (the background renewal could not reach Redis). With ``block_ms`` waits up
         to that long for records when none are there.
         """
-        count = check_int("max_records", max_records, minimum=1)
-        if count > MAX_READ_RECORDS:
-            raise InvalidArgument(f"max_records is capped at {MAX_READ_RECORDS}, got {count}")
-        block = 0 if block_ms is None else check_int("block_ms", block_ms)
-        if block > MAX_BLOCK_MS:
-            raise InvalidArgument(f"block_ms is capped at {MAX_BLOCK_MS} (one day), got {block}")
+        count, block = read_limits(max_records, block_ms)
         self._ready()
         await self._check_all()
         records = await self._fetch(count)

@@ -17,13 +17,11 @@ from typing import TYPE_CHECKING
 from .. import protocol
 from ..errors import InvalidArgument, StateLost
 from ..record import Record
-from ..validate import check_int
+from ..validate import check_int, read_limits
 
 if TYPE_CHECKING:
     from .topic import StartOffset, Topic
 
-MAX_READ_RECORDS = 10_000
-MAX_BLOCK_MS = 86_400_000
 _TAIL_BLOCK_MS = 1_000
 
 
@@ -87,12 +85,7 @@ class Reader:
         With ``block_ms``, waits up to that long for records when none are there yet.
         Raises :class:`~fencing.OffsetOutOfRange` if the position was trimmed away.
         """
-        count = check_int("max_records", max_records, minimum=1)
-        if count > MAX_READ_RECORDS:
-            raise InvalidArgument(f"max_records is capped at {MAX_READ_RECORDS}, got {count}")
-        block = 0 if block_ms is None else check_int("block_ms", block_ms)
-        if block > MAX_BLOCK_MS:
-            raise InvalidArgument(f"block_ms is capped at {MAX_BLOCK_MS} (one day), got {block}")
+        count, block = read_limits(max_records, block_ms)
         records = self._fetch(count, 0)
         if not records and block > 0:
             # Blocks in steps shorter than the socket timeout, so a blocking read uses the

@@ -10,8 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from urllib.parse import urlparse
 
 import pytest
 import redis
@@ -26,15 +24,6 @@ from ..conftest import ServerInfo
 from .flavors import Api
 
 APPEND = script("append").sha1.encode()
-
-
-@pytest.fixture
-def proxy(server: ServerInfo) -> Iterator[Proxy]:
-    url = urlparse(server.url)
-    if url.scheme != "redis" or url.hostname not in ("127.0.0.1", "localhost") or not url.port:
-        pytest.skip(f"the proxy needs a loopback TCP server, not {server.url}")
-    with Proxy(url.port) as p:
-        yield p
 
 
 def verified(api: Api, topic: str, attempts: list[Attempt], *, exclusive: bool = True) -> None:

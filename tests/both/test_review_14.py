@@ -20,11 +20,6 @@ from fencing.keys import slot_of
 from .flavors import Api
 
 
-def _only_async(api: Api) -> None:
-    if not api.is_async:
-        pytest.skip("cancellation at an await is an asyncio matter")
-
-
 async def _until(predicate: Any, timeout: float = 5.0) -> None:
     """Spin the loop (one turn at a time) until ``predicate()`` holds."""
     end = time.monotonic() + timeout
@@ -43,13 +38,12 @@ def _keeper_tasks(client: Any) -> int:
 # -- consumer.poll: a cancelled poll must not swallow records it already read -------------------
 
 
-async def test_cancelled_poll_over_two_partitions_skips_no_record(api: Api) -> None:
+async def test_cancelled_poll_over_two_partitions_skips_no_record(aio_api: Api) -> None:
     """Hole: ``Consumer._fetch`` reads the partitions one after the other and each read
     moves that reader's position. A poll cancelled while it reads partition 1 has moved
     partition 0 past records it never returned: the next poll (and a default commit)
     skips them for good."""
-    _only_async(api)
-    client = api.client()
+    client = aio_api.client()
     topic = client.topic("t", partitions=2)
     async with await topic.producer() as producer:
         for p in (0, 1):
@@ -69,12 +63,11 @@ async def test_cancelled_poll_over_two_partitions_skips_no_record(api: Api) -> N
         )
 
 
-async def test_cancelled_blocking_poll_skips_no_record(api: Api) -> None:
+async def test_cancelled_blocking_poll_skips_no_record(aio_api: Api) -> None:
     """Hole: a blocking poll moves the reader past the records that arrived, then checks
     the grant (``Consumer._after_block``); cancelled during that check it puts the position
     back only for a FencingError, so the records are skipped."""
-    _only_async(api)
-    client = api.client()
+    client = aio_api.client()
     topic = client.topic("t", partitions=1)
     await topic.open()
     async with await topic.consumer("g", "m", partitions=[0], start="earliest") as consumer:
@@ -94,13 +87,12 @@ async def test_cancelled_blocking_poll_skips_no_record(api: Api) -> None:
 # -- election: a cancelled campaign must leave no term behind -----------------------------------
 
 
-async def test_campaign_cancelled_after_its_grant_leaves_no_term_renewing(api: Api) -> None:
+async def test_campaign_cancelled_after_its_grant_leaves_no_term_renewing(aio_api: Api) -> None:
     """Hole: ``Election._try_win`` starts the term (renewal and deadline tasks, listed in
     ``_terms``) and then awaits ``_publish_change``; a cancellation there propagates out of
     ``campaign()`` without resigning. The caller never got a Leadership, yet the term keeps
     renewing its lease for ever: every other candidate is locked out until close()."""
-    _only_async(api)
-    client = api.client()
+    client = aio_api.client()
     election = client.election("e", "a", ttl=1.0)
     entered = asyncio.Event()
     real_publish = election._publish_change
@@ -122,7 +114,7 @@ async def test_campaign_cancelled_after_its_grant_leaves_no_term_renewing(api: A
     with contextlib.suppress(asyncio.CancelledError):
         await task
     await asyncio.sleep(1.5)  # longer than the ttl: an unrenewed lease has lapsed
-    other = api.client().election("e", "b", ttl=1.0)
+    other = aio_api.client().election("e", "b", ttl=1.0)
     leader = await other.leader()
     try:
         assert leader is None, f"a cancelled campaign still holds the lease: {leader}"
@@ -131,12 +123,11 @@ async def test_campaign_cancelled_after_its_grant_leaves_no_term_renewing(api: A
         await election.close()
 
 
-async def test_campaign_cancelled_while_deregistering_leaves_no_lease(api: Api) -> None:
+async def test_campaign_cancelled_while_deregistering_leaves_no_lease(aio_api: Api) -> None:
     """Hole: once the claim is granted, ``Election._try_win`` deregisters the candidate in a
     ``finally``; a cancellation there skips the ``except`` that closes the owner, so the
     grant stays held (by nobody) until its lease lapses, and other candidates wait a ttl."""
-    _only_async(api)
-    client = api.client()
+    client = aio_api.client()
     election = client.election("e", "a", ttl=3.0)
     deregistering = asyncio.Event()
     real_register = election._register
@@ -158,7 +149,7 @@ async def test_campaign_cancelled_while_deregistering_leaves_no_lease(api: Api) 
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-    other = api.client().election("e", "b", ttl=3.0)
+    other = aio_api.client().election("e", "b", ttl=3.0)
     try:
         # Well below the ttl: the cancelled campaign gave its grant back at once.
         async with other.campaign(timeout=1.0) as term:
@@ -225,13 +216,12 @@ async def test_failed_shared_open_leaves_no_renewal_task(api: Api) -> None:
 # -- close(): a cancelled close must not make the next close a no-op ----------------------------
 
 
-async def test_close_cancelled_midway_can_be_retried_and_frees_the_partitions(api: Api) -> None:
+async def test_close_cancelled_midway_can_be_retried_and_frees_the_partitions(aio_api: Api) -> None:
     """Hole: ``Producer.close`` sets ``_closed`` before it leaves the partitions, and
     ``close`` returns at once when ``_closed`` is set. A close cancelled mid-way (a shutdown
     under ``asyncio.timeout``, a TaskGroup torn down) leaves partitions held, and calling
     close() again does nothing: the exclusive lease blocks everyone until it lapses."""
-    _only_async(api)
-    client = api.client()
+    client = aio_api.client()
     topic = client.topic("t", partitions=4)
     await topic.open()
     for turns in range(1, 6):
@@ -252,12 +242,11 @@ async def test_close_cancelled_midway_can_be_retried_and_frees_the_partitions(ap
         await other.close()
 
 
-async def test_release_cancelled_midway_can_be_retried(api: Api) -> None:
+async def test_release_cancelled_midway_can_be_retried(aio_api: Api) -> None:
     """Hole: ``Ownership.release`` pops each grant before its release call; a release (or
     close) cancelled during that call forgets the grant, so a second release/close gives
     nothing back and the resource stays held until the lease lapses."""
-    _only_async(api)
-    client = api.client()
+    client = aio_api.client()
     for turns in range(1, 6):
         owner = client.ownership("g", "a", ttl=10.0)
         await owner.claim(["r0", "r1", "r2", "r3"])
@@ -283,7 +272,7 @@ async def test_release_cancelled_midway_can_be_retried(api: Api) -> None:
 
 
 async def test_resubscribing_a_channel_its_last_subscriber_just_left_is_confirmed_at_once(
-    api: Api,
+    aio_api: Api,
 ) -> None:
     """Hole (latency): ``Notifier._remove`` drops the channel's confirmation event and kicks a
     sync; a new subscriber of the same channel before that sync ran gets a fresh event, the
@@ -291,8 +280,7 @@ async def test_resubscribing_a_channel_its_last_subscriber_just_left_is_confirme
     confirmation ever comes and ``async with notifier.subscribe(ch)`` waits its full
     ``_CONFIRM_SECONDS`` (2 s). Any waiter that subscribes right after another one left
     (same client, same resource) stalls 2 s before it looks again."""
-    _only_async(api)
-    client = api.client()
+    client = aio_api.client()
     notifier = client._notifications
     async with notifier.subscribe("review-14"):
         pass

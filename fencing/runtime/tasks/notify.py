@@ -24,36 +24,25 @@ import redis.asyncio
 import redis.exceptions
 
 from ...text import text as _text
+from ..subscriber import Callback, Subscriber
 from .primitives import wait_event
 
 log = logging.getLogger(__name__)
 
-Callback = Callable[[bytes | None], None]
 
 _POLL_SECONDS = 0.25
 _RECONNECT_PAUSE = 0.1
 _CONFIRM_SECONDS = 2.0
 
 
-class Subscription:
+class Subscription(Subscriber):
     """One subscriber of one channel; :meth:`wait` waits until a message arrives."""
 
-    __slots__ = ("_closed", "_event", "_notifier", "callback", "channel")
+    __slots__ = ()
+    _event: asyncio.Event
 
     def __init__(self, notifier: Notifier, channel: str, callback: Callback | None) -> None:
-        self._notifier = notifier
-        self.channel = channel
-        self.callback = callback
-        self._event = asyncio.Event()
-        self._closed = False
-
-    def _deliver(self, data: bytes | None) -> None:
-        self._event.set()
-        if self.callback is not None:
-            try:
-                self.callback(data)
-            except Exception:
-                log.exception("redis-fencing: a notification callback failed")
+        super().__init__(notifier, channel, callback, asyncio.Event())
 
     async def wait(self, timeout: float | None) -> bool:
         """Wait for a message (or a reconnect); True if one came. Clears the flag."""

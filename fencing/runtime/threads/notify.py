@@ -29,10 +29,10 @@ import redis.exceptions
 
 from ... import forks
 from ...text import text as _text
+from ..subscriber import Callback, Subscriber
 
 log = logging.getLogger(__name__)
 
-Callback = Callable[[bytes | None], None]
 
 _POLL_SECONDS = 0.25
 _RECONNECT_PAUSE = 0.1
@@ -42,25 +42,14 @@ _LEAVE_SECONDS = 2.0
 _JOIN_SECONDS = 2 * _POLL_SECONDS + 1
 
 
-class Subscription:
-    """One subscriber of one channel; :meth:`wait` blocks until a message arrives."""
+class Subscription(Subscriber):
+    """One subscriber of one channel; :meth:`wait` waits until a message arrives."""
 
-    __slots__ = ("_closed", "_event", "_notifier", "callback", "channel")
+    __slots__ = ()
+    _event: threading.Event
 
     def __init__(self, notifier: Notifier, channel: str, callback: Callback | None) -> None:
-        self._notifier = notifier
-        self.channel = channel
-        self.callback = callback
-        self._event = threading.Event()
-        self._closed = False
-
-    def _deliver(self, data: bytes | None) -> None:
-        self._event.set()
-        if self.callback is not None:
-            try:
-                self.callback(data)
-            except Exception:
-                log.exception("redis-fencing: a notification callback failed")
+        super().__init__(notifier, channel, callback, threading.Event())
 
     def wait(self, timeout: float | None) -> bool:
         """Wait for a message (or a reconnect); True if one came. Clears the flag."""
