@@ -51,10 +51,10 @@ _POOL_BOUND_KWARGS = ("maint_notifications_pool_handler", "maint_notifications_c
 class Client:
     """A connection to one Redis (or Valkey) server for redis-fencing.
 
-    >>> import fencing
-    >>> client = fencing.Client.from_url("redis://localhost:6379/0", namespace="demo")
+    >>> import fencing.aio
+    >>> client = fencing.aio.Client.from_url("redis://localhost:6379/0", namespace="demo")
     >>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)  # no I/O yet
-    >>> grants = owner.claim(["orders/0"])                                # doctest: +SKIP
+    >>> grants = await owner.claim(["orders/0"])                          # doctest: +SKIP
     """
 
     def __init__(
@@ -138,7 +138,7 @@ class Client:
         session drawn now, so two handles never share a grant. No I/O happens here.
 
         >>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)
-        >>> owner.claim(["orders/0"])["orders/0"].token                 # doctest: +SKIP
+        >>> (await owner.claim(["orders/0"]))["orders/0"].token         # doctest: +SKIP
         1
         """
         return Ownership(self, group, owner_id, ttl)
@@ -159,7 +159,7 @@ class Client:
         ``("__election__", name)``). No I/O happens here: see :class:`~fencing.Election`.
 
         >>> election = client.election("scheduler", candidate_id="host-a", ttl=10.0)
-        >>> with election.campaign() as leadership:                   # doctest: +SKIP
+        >>> async with election.campaign() as leadership:             # doctest: +SKIP
         ...     leadership.token
         1
         """
@@ -194,7 +194,8 @@ class Client:
         :class:`~fencing.Topic`.
 
         >>> topic = client.topic("orders", partitions=4)
-        >>> topic.producer().send(b"hello", key=b"user-1").offset      # doctest: +SKIP
+        >>> producer = await topic.producer()                           # doctest: +SKIP
+        >>> (await producer.send(b"hello", key=b"user-1")).offset        # doctest: +SKIP
         0
         """
         return Topic(

@@ -78,10 +78,10 @@ def _partitions(topic: Topic, partitions: object) -> list[int]:
 class Consumer(ProcessBound):
     """A member of a consumer group that owns some partitions of one topic.
 
-    >>> with topic.consumer("billing", member_id="host-a", partitions=[0, 1]) as c:
-    ...     for record in c.poll(max_records=100, block_ms=1000):
+    >>> async with await topic.consumer("billing", member_id="host-a", partitions=[0, 1]) as c:
+    ...     for record in await c.poll(max_records=100, block_ms=1000):
     ...         bill(record)
-    ...     c.commit()                  # fenced: raises Fenced if another member took over
+    ...     await c.commit()                  # fenced: raises Fenced if another member took over
 
     Not thread-safe: use one consumer from one thread (like Kafka's).
     """

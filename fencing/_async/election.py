@@ -345,9 +345,9 @@ class Election(ProcessBound):
     cannot stop every action they started.
 
     >>> election = client.election("scheduler", candidate_id="host-a", ttl=10.0)
-    >>> with election.campaign() as leadership:            # blocks until elected
-    ...     run_scheduler(leadership)                       # check leadership.lost often
-    >>> election.leader()                                   # who leads now, or None
+    >>> async with election.campaign() as leadership:      # waits until elected
+    ...     await run_scheduler(leadership)                 # check leadership.lost often
+    >>> await election.leader()                             # who leads now, or None
     """
 
     def __init__(
@@ -423,7 +423,7 @@ class Election(ProcessBound):
         campaign is a new session: a process never inherits a term, even its own earlier
         one.
 
-        >>> with election.campaign(timeout=30) as leadership:
+        >>> async with election.campaign(timeout=30) as leadership:
         ...     leadership.token                                   # doctest: +SKIP
         8
         """
@@ -465,7 +465,7 @@ class Election(ProcessBound):
         costs latency only. Ends cleanly when :meth:`close` is called, or after ``timeout``
         seconds without a change. A Redis outage is logged and waited out.
 
-        >>> for info in election.observe():
+        >>> async for info in election.observe():
         ...     print("leader:", info.label if info else None)   # doctest: +SKIP
         """
         self._ready()

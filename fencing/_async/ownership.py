@@ -57,10 +57,10 @@ class Ownership(ProcessBound):
     a fresh start. Thread-safe; bound to the process that made it.
 
     >>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)
-    >>> with owner:                                           # releases everything on exit
-    ...     grant = owner.claim(["orders/0"])["orders/0"]
-    ...     owner.check("orders/0")           # raises Fenced once another session took over
-    ...     owner.renew()                     # call at least every ttl/3
+    >>> async with owner:                                     # releases everything on exit
+    ...     grant = (await owner.claim(["orders/0"]))["orders/0"]
+    ...     await owner.check("orders/0")     # raises Fenced once another session took over
+    ...     await owner.renew()               # call at least every ttl/3
     """
 
     def __init__(
@@ -124,7 +124,7 @@ class Ownership(ProcessBound):
         resource waits (up to ``timeout`` seconds, None = forever) until it is released or
         its lease lapses by server time.
 
-        >>> grants = owner.claim(["orders/0", "orders/1"])
+        >>> grants = await owner.claim(["orders/0", "orders/1"])
         >>> grants["orders/0"].token                                   # doctest: +SKIP
         1
         """

@@ -96,9 +96,10 @@ class Producer(ProcessBound):
 
     Made by :meth:`Topic.producer`, which opens it (registers, claims or waits).
 
-    >>> with topic.producer(access_mode=fencing.AccessMode.WAIT_FOR_EXCLUSIVE) as producer:
-    ...     md = producer.send(b"v", key=b"k")                 # partition by murmur2(key)
-    ...     mds = producer.send_batch([fencing.Record(b"a"), fencing.Record(b"b")],
+    >>> mode = fencing.AccessMode.WAIT_FOR_EXCLUSIVE
+    >>> async with await topic.producer(access_mode=mode) as producer:
+    ...     md = await producer.send(b"v", key=b"k")           # partition by murmur2(key)
+    ...     mds = await producer.send_batch([fencing.Record(b"a"), fencing.Record(b"b")],
     ...                               partition=0, expected_offset=md.offset + 1)
     """
 

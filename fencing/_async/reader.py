@@ -26,10 +26,10 @@ _TAIL_BLOCK_MS = 1_000
 class Reader:
     """Reads one partition from an offset.
 
-    >>> reader = topic.reader(partition=0, start_offset="earliest")
-    >>> for record in reader.read(max_records=100, block_ms=1000):
+    >>> reader = await topic.reader(partition=0, start_offset="earliest")
+    >>> for record in await reader.read(max_records=100, block_ms=1000):
     ...     print(record.offset, record.value)
-    >>> for record in reader:                      # tails forever with blocking reads
+    >>> async for record in reader:                # tails forever with blocking reads
     ...     handle(record)
     """
 

@@ -40,9 +40,10 @@ class Topic:
     """A topic of ``partitions`` partitions. Opened (and created) on first use.
 
     >>> topic = client.topic("orders", partitions=4)
-    >>> with topic.producer() as producer:
-    ...     md = producer.send(b"hello", key=b"user-1")
-    >>> [r.value for r in topic.reader(md.partition, md.offset).read()]   # doctest: +SKIP
+    >>> async with await topic.producer() as producer:
+    ...     md = await producer.send(b"hello", key=b"user-1")
+    >>> reader = await topic.reader(md.partition, md.offset)
+    >>> [r.value for r in await reader.read()]                       # doctest: +SKIP
     [b'hello']
 
     ``partitions=None`` opens an existing topic (and raises :class:`~fencing.UnknownTopic`
@@ -263,8 +264,8 @@ class Topic:
         twice. ``name=`` or ``resume=`` (a saved :class:`~fencing.ProducerState`) open a new
         incarnation that fences the older one on every partition; the sequence carries over.
 
-        >>> with topic.producer(fencing.AccessMode.EXCLUSIVE) as p:
-        ...     p.send(b"v", key=b"k")
+        >>> async with await topic.producer(fencing.AccessMode.EXCLUSIVE) as p:
+        ...     await p.send(b"v", key=b"k")
         """
         producer = Producer(
             self,
@@ -297,9 +298,9 @@ class Topic:
         :class:`~fencing.OwnershipConflict`, or with ``wait=True`` waits (up to ``timeout``
         seconds, None = forever) and is woken when it is released or its lease lapses.
 
-        >>> with topic.consumer("billing", "host-a", partitions=[0]) as c:
-        ...     records = c.poll(max_records=100, block_ms=1000)
-        ...     c.commit()
+        >>> async with await topic.consumer("billing", "host-a", partitions=[0]) as c:
+        ...     records = await c.poll(max_records=100, block_ms=1000)
+        ...     await c.commit()
         """
         await self.open()
         consumer = Consumer(self, group, member_id, partitions, start=start, ttl=ttl)

@@ -56,7 +56,7 @@ class Client:
     >>> import fencing
     >>> client = fencing.Client.from_url("redis://localhost:6379/0", namespace="demo")
     >>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)  # no I/O yet
-    >>> grants = owner.claim(["orders/0"])                                # doctest: +SKIP
+    >>> grants = owner.claim(["orders/0"])                          # doctest: +SKIP
     """
 
     def __init__(
@@ -140,7 +140,7 @@ class Client:
         session drawn now, so two handles never share a grant. No I/O happens here.
 
         >>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)
-        >>> owner.claim(["orders/0"])["orders/0"].token                 # doctest: +SKIP
+        >>> (owner.claim(["orders/0"]))["orders/0"].token         # doctest: +SKIP
         1
         """
         return Ownership(self, group, owner_id, ttl)
@@ -161,7 +161,7 @@ class Client:
         ``("__election__", name)``). No I/O happens here: see :class:`~fencing.Election`.
 
         >>> election = client.election("scheduler", candidate_id="host-a", ttl=10.0)
-        >>> with election.campaign() as leadership:                   # doctest: +SKIP
+        >>> with election.campaign() as leadership:             # doctest: +SKIP
         ...     leadership.token
         1
         """
@@ -196,7 +196,8 @@ class Client:
         :class:`~fencing.Topic`.
 
         >>> topic = client.topic("orders", partitions=4)
-        >>> topic.producer().send(b"hello", key=b"user-1").offset      # doctest: +SKIP
+        >>> producer = topic.producer()                           # doctest: +SKIP
+        >>> (producer.send(b"hello", key=b"user-1")).offset        # doctest: +SKIP
         0
         """
         return Topic(

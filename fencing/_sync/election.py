@@ -347,9 +347,9 @@ class Election(ProcessBound):
     cannot stop every action they started.
 
     >>> election = client.election("scheduler", candidate_id="host-a", ttl=10.0)
-    >>> with election.campaign() as leadership:            # blocks until elected
-    ...     run_scheduler(leadership)                       # check leadership.lost often
-    >>> election.leader()                                   # who leads now, or None
+    >>> with election.campaign() as leadership:      # waits until elected
+    ...     run_scheduler(leadership)                 # check leadership.lost often
+    >>> election.leader()                             # who leads now, or None
     """
 
     def __init__(

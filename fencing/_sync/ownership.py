@@ -59,10 +59,10 @@ class Ownership(ProcessBound):
     a fresh start. Thread-safe; bound to the process that made it.
 
     >>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)
-    >>> with owner:                                           # releases everything on exit
-    ...     grant = owner.claim(["orders/0"])["orders/0"]
-    ...     owner.check("orders/0")           # raises Fenced once another session took over
-    ...     owner.renew()                     # call at least every ttl/3
+    >>> with owner:                                     # releases everything on exit
+    ...     grant = (owner.claim(["orders/0"]))["orders/0"]
+    ...     owner.check("orders/0")     # raises Fenced once another session took over
+    ...     owner.renew()               # call at least every ttl/3
     """
 
     def __init__(

@@ -31,7 +31,7 @@ class Reader:
     >>> reader = topic.reader(partition=0, start_offset="earliest")
     >>> for record in reader.read(max_records=100, block_ms=1000):
     ...     print(record.offset, record.value)
-    >>> for record in reader:                      # tails forever with blocking reads
+    >>> for record in reader:                # tails forever with blocking reads
     ...     handle(record)
     """
 

@@ -44,7 +44,8 @@ class Topic:
     >>> topic = client.topic("orders", partitions=4)
     >>> with topic.producer() as producer:
     ...     md = producer.send(b"hello", key=b"user-1")
-    >>> [r.value for r in topic.reader(md.partition, md.offset).read()]   # doctest: +SKIP
+    >>> reader = topic.reader(md.partition, md.offset)
+    >>> [r.value for r in reader.read()]                       # doctest: +SKIP
     [b'hello']
 
     ``partitions=None`` opens an existing topic (and raises :class:`~fencing.UnknownTopic`
