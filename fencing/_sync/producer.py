@@ -55,6 +55,7 @@ from ..validate import check_int, validate_ttl
 
 if TYPE_CHECKING:
     from ..runtime.threads.keeper import Task
+    from ..runtime.threads.notify import Subscription
     from .topic import Topic
 
 log = logging.getLogger(__name__)
@@ -163,6 +164,8 @@ class Producer(ProcessBound):
         self._opened = False
         self._closed = False
         self._released = False
+        #: The subscription an open() waiting in a queue sleeps on (close() wakes it).
+        self._wait_sub: Subscription | None = None
         self._bind_process()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -281,6 +284,7 @@ class Producer(ProcessBound):
         notifier = self.topic._client._notifications
         try:
             with notifier.subscribe(pk.released) as sub:
+                self._wait_sub = sub
                 while True:
                     if self._closed:
                         raise ProducerBusy(
@@ -312,6 +316,8 @@ class Producer(ProcessBound):
         except BaseException:
             self._leave(pk, "w", 0)
             raise
+        finally:
+            self._wait_sub = None
 
     def _renew_all(self) -> bool:
         """Keeper task: renew every partition's lease. False stops the task."""
@@ -362,6 +368,9 @@ class Producer(ProcessBound):
         if (self._closed and self._released) or not self._in_own_process():
             return
         self._closed = True  # an open() waiting in another thread gives up on this flag
+        waiting = self._wait_sub
+        if waiting is not None:
+            waiting._event.set()  # and is woken now, not at its next turn
         with self._lock:
             if self._renewal is not None:
                 self._renewal.cancel()

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 import fencing
+import fencing.aio
 from fencing import AccessMode
 
 from .flavors import Api
@@ -125,3 +126,23 @@ async def test_bad_input_is_refused_before_any_write(api: Api) -> None:
     assert await topic.offsets(1) == (0, 0)
     with pytest.raises(fencing.UnknownTopic):
         await client.topic("missing").open()
+
+
+
+async def test_closing_a_producer_waiting_in_the_queue_ends_its_wait_at_once(
+    aio_api: Api,
+) -> None:
+    topic = aio_api.client().topic("t", partitions=1)
+    holder = await topic.producer(AccessMode.EXCLUSIVE, lease_ttl=30.0)
+    waiter = fencing.aio.Producer(topic, AccessMode.WAIT_FOR_EXCLUSIVE, lease_ttl=30.0)
+    opening = asyncio.ensure_future(waiter.open())
+    await asyncio.sleep(0.3)
+    assert not opening.done()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await asyncio.wait_for(waiter.close(), 5)  # not at the waiter's next turn (10 s away)
+    with pytest.raises(fencing.ProducerBusy) as err:
+        await opening
+    assert err.value.reason == "closed"
+    assert loop.time() - started < 2.0
+    await holder.close()
