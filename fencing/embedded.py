@@ -17,10 +17,11 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import redis
 import redis.exceptions
@@ -165,6 +166,139 @@ class EmbeddedServer:
             shutil.rmtree(self.directory, ignore_errors=True)
 
     def __enter__(self) -> EmbeddedServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_CLUSTER_DEADLINE = 30.0
+
+
+def _command(r: redis.Redis, *args: object) -> Any:
+    return r.execute_command(*args)  # type: ignore[no-untyped-call]
+
+
+_SLOTS = 16384
+
+
+@dataclass
+class EmbeddedCluster:
+    """A throwaway local Redis Cluster: ``masters`` primaries, each with ``replicas``
+    replicas, on loopback, built with CLUSTER MEET / ADDSLOTSRANGE / REPLICATE (no
+    ``redis-cli`` needed).
+
+    >>> with EmbeddedCluster.start("redis") as cluster:              # doctest: +SKIP
+    ...     client = fencing.Client.from_url(cluster.url)
+    """
+
+    kind: ServerKind
+    nodes: list[EmbeddedServer]
+    masters: int
+
+    @property
+    def url(self) -> str:
+        """``redis+cluster://127.0.0.1:<first port>``: what :func:`fencing.Client.from_url`
+        takes for a cluster (plain ``redis://`` of any node works with ``cluster=True``)."""
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    @property
+    def ports(self) -> list[int]:
+        """Every node's port (the masters first)."""
+        return [node.port for node in self.nodes]
+
+    @classmethod
+    def start(
+        cls,
+        kind: ServerKind | None = None,
+        *,
+        masters: int = 3,
+        replicas: int = 1,
+        extra_args: tuple[str, ...] = (),
+    ) -> EmbeddedCluster:
+        """Start ``masters * (1 + replicas)`` nodes and join them into one cluster."""
+        nodes: list[EmbeddedServer] = []
+        try:
+            for _ in range(masters * (1 + replicas)):
+                bus = _free_port()
+                nodes.append(
+                    EmbeddedServer.start(
+                        kind,
+                        extra_args=(
+                            "--cluster-enabled", "yes",
+                            "--cluster-config-file", "nodes.conf",
+                            "--cluster-node-timeout", "2000",
+                            "--cluster-port", str(bus),
+                            "--cluster-require-full-coverage", "no",
+                            *extra_args,
+                        ),
+                    )
+                )  # fmt: skip
+            cluster = cls(nodes[0].kind, nodes, masters)
+            cluster._join(replicas)
+            return cluster
+        except BaseException:
+            for node in nodes:
+                node.stop()
+            raise
+
+    def _client(self, node: EmbeddedServer) -> redis.Redis:
+        return redis.Redis(port=node.port, socket_timeout=5, decode_responses=True)
+
+    def _join(self, replicas: int) -> None:
+        first = self._client(self.nodes[0])
+        ids = {}
+        for node in self.nodes:
+            with self._client(node) as r:
+                ids[node.port] = str(_command(r, "CLUSTER", "MYID"))
+            if node is not self.nodes[0]:
+                bus = node.extra_args[node.extra_args.index("--cluster-port") + 1]
+                _command(first, "CLUSTER", "MEET", "127.0.0.1", node.port, bus)
+        per = _SLOTS // self.masters
+        for i, node in enumerate(self.nodes[: self.masters]):
+            end = _SLOTS - 1 if i == self.masters - 1 else (i + 1) * per - 1
+            with self._client(node) as r:
+                _command(r, "CLUSTER", "ADDSLOTSRANGE", i * per, end)
+        self._wait(
+            lambda r: len(str(_command(r, "CLUSTER", "NODES")).splitlines()) == len(self.nodes),
+            "every node to know every other",
+        )
+        for j, node in enumerate(self.nodes[self.masters :]):
+            master = self.nodes[j % self.masters]
+            with self._client(node) as r:
+                _command(r, "CLUSTER", "REPLICATE", ids[master.port])
+        self._wait(
+            lambda r: "cluster_state:ok" in str(_command(r, "CLUSTER", "INFO")),
+            "cluster_state:ok on every node",
+        )
+        self._wait(self._replica_synced, "every replica to sync with its master")
+        want = 1 + replicas
+        self._wait(
+            lambda r: all(len(s) - 2 == want for s in _command(r, "CLUSTER", "SLOTS")),
+            "every node to list every replica in CLUSTER SLOTS",
+        )
+        first.close()
+
+    @staticmethod
+    def _replica_synced(r: redis.Redis) -> bool:
+        info = r.info("replication")
+        return info.get("role") != "slave" or info.get("master_link_status") == "up"
+
+    def _wait(self, ready: Callable[[redis.Redis], bool], what: str) -> None:
+        deadline = time.monotonic() + _CLUSTER_DEADLINE
+        for node in self.nodes:
+            with self._client(node) as r:
+                while not ready(r):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"the cluster did not get {what} in time")
+                    time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop every node and remove their folders."""
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> EmbeddedCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
