@@ -26,6 +26,8 @@ from tenacity import (
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
+    # A cluster client that could not reach any node to map the slots.
+    redis.exceptions.RedisClusterException,
 )
 
 

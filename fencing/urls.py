@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -30,8 +30,11 @@ def redact(url: str) -> str:
 
 R = TypeVar("R", redis.Redis, redis.asyncio.Redis)
 
+#: URL schemes that name a Redis Cluster (any node's address; the others are discovered).
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
-def redis_from_url(url: object, cls: type[R]) -> R:
+
+def redis_from_url(url: object, cls: type[R], cluster_cls: type[Any] | None = None) -> Any:
     """``cls.from_url`` (``redis.Redis`` or ``redis.asyncio.Redis``) that refuses a URL it
     cannot use with InvalidArgument.
 
@@ -41,10 +44,16 @@ def redis_from_url(url: object, cls: type[R]) -> R:
     """
     if not isinstance(url, str):
         raise InvalidArgumentType(f"the Redis URL must be a str, got {type(url).__name__}")
+    scheme = url.split("://", 1)[0].lower()
     try:
+        if scheme in CLUSTER_SCHEMES:
+            if cluster_cls is None:
+                raise ValueError("this client does not take a cluster URL")
+            return cluster_cls.from_url(CLUSTER_SCHEMES[scheme] + url[len(scheme) :])
         return cls.from_url(url)
     except ValueError as exc:
         raise InvalidArgument(
             f"bad Redis URL {redact(url)!r}: {exc}. Use redis://[[user]:password@]host:port/db, "
-            "rediss:// for TLS, or unix:///path/to/socket"
+            "rediss:// for TLS, unix:///path/to/socket, or redis+cluster://host:port "
+            "(rediss+cluster:// with TLS) for a Redis Cluster"
         ) from None

@@ -33,6 +33,7 @@ from ..errors import (
 from ..keys import Keys
 from ..record import DEFAULT_LIMITS
 from ..retry import TRANSIENT_ERRORS, RetryBudget
+from ..runtime.tasks import cluster as runtime_cluster
 from ..runtime.tasks import primitives as runtime
 from ..runtime.tasks.keeper import Keeper
 from ..runtime.tasks.notify import Notifier
@@ -42,10 +43,37 @@ from ..urls import redis_from_url
 from .driver import Driver
 from .election import Election, Leadership
 from .ownership import Ownership
+from .routes import ClusterRoutes
 from .topic import Topic
 
 # Connection kwargs tied to the original pool's runtime state: never copied to a clone.
-_POOL_BOUND_KWARGS = ("maint_notifications_pool_handler", "maint_notifications_config")
+_POOL_BOUND_KWARGS = (
+    "maint_notifications_pool_handler",
+    "maint_notifications_config",
+    "oss_cluster_maint_notifications_handler",
+    "redis_connect_func",
+    "host",
+    "port",
+    "retry",
+)
+#: Connection settings a cluster client takes as they are (credentials, TLS, naming).
+_CLUSTER_KWARGS = frozenset(
+    (
+        "username",
+        "password",
+        "credential_provider",
+        "client_name",
+        "ssl_ca_certs",
+        "ssl_certfile",
+        "ssl_keyfile",
+        "ssl_cert_reqs",
+        "ssl_check_hostname",
+        "ssl_ca_data",
+        "ssl_min_version",
+        "ssl_ciphers",
+        "protocol",
+    )
+)
 
 
 class Client:
@@ -74,15 +102,22 @@ class Client:
         if allow_eviction is not None:
             overrides["allow_eviction"] = allow_eviction
         self.settings = load_settings(settings, **overrides)
+        #: Whether the base client was made here (from a URL): close() then closes it too.
+        self._owns_base = redis_client is None
         if redis_client is None:
-            redis_client = redis_from_url(self.settings.redis_url, redis.asyncio.Redis)
-        elif not isinstance(redis_client, redis.asyncio.Redis):
+            redis_client = redis_from_url(
+                self.settings.redis_url, redis.asyncio.Redis, runtime_cluster.Cluster
+            )
+        elif not isinstance(redis_client, redis.asyncio.Redis) and not runtime_cluster.is_cluster(
+            redis_client
+        ):
             raise InvalidArgumentType(
                 "fencing.aio.Client needs a redis.asyncio.Redis client, got "
                 f"{type(redis_client).__name__}: use fencing.aio.Client.from_url(url) or pass "
                 "redis.asyncio.Redis(...)"
             )
-        self._base = redis_client
+        #: A ``redis.asyncio.Redis``, or a cluster client.
+        self._base: Any = redis_client
         self.keys = Keys(self.settings.namespace)
         self._lock = runtime.state_lock()
         self._safe_lock = runtime.io_lock()
@@ -116,13 +151,15 @@ class Client:
         >>> client = Client.from_url("redis://localhost:6379/0", namespace="billing")
         """
         settings = load_settings() if url is None else load_settings(redis_url=url)
-        return cls(
-            redis_from_url(settings.redis_url, redis.asyncio.Redis),
+        client = cls(
+            redis_from_url(settings.redis_url, redis.asyncio.Redis, runtime_cluster.Cluster),
             namespace=namespace,
             socket_timeout=socket_timeout,
             allow_eviction=allow_eviction,
             settings=settings,
         )
+        client._owns_base = True
+        return client
 
     @property
     def namespace(self) -> str:
@@ -258,15 +295,36 @@ class Client:
                 key=self.keys.producer_ids(),
             )
 
+    @property
+    def is_cluster(self) -> bool:
+        """Whether this client talks to a Redis Cluster."""
+        return runtime_cluster.is_cluster(self._base)
+
+    def _settings_of_base(self) -> tuple[type, dict[str, Any], int | None]:
+        """The base client's connection class, connection settings and connection limit."""
+        if self.is_cluster:
+            connection_class, raw = runtime_cluster.node_settings(self._base)
+            limit = None
+        else:
+            pool = self._base.connection_pool
+            connection_class, raw, limit = pool.connection_class, pool.connection_kwargs, (
+                pool.max_connections
+            )
+        kwargs = {
+            k: v
+            for k, v in raw.items()
+            if k not in _POOL_BOUND_KWARGS and not k.startswith("orig_")
+        }
+        return connection_class, kwargs, limit
+
     def _clone(
         self, timeout: float, *, pubsub: bool = False, blocking: bool = False
     ) -> redis.asyncio.Redis:
-        pool = self._base.connection_pool
-        kwargs = {
-            k: v
-            for k, v in pool.connection_kwargs.items()
-            if k not in _POOL_BOUND_KWARGS and not k.startswith("orig_")
-        }
+        connection_class, kwargs, limit = self._settings_of_base()
+        if self.is_cluster:
+            # One node's connection: the cluster bus carries PUBLISH to every node.
+            host, port = runtime_cluster.seeds(self._base)[0]
+            kwargs.update(host=host, port=port)
         kwargs.update(
             socket_timeout=None if pubsub else timeout,
             socket_connect_timeout=timeout,
@@ -282,16 +340,14 @@ class Client:
             # instead of failing at once. The script path waits the same way in
             # ScriptConnections, over a pool of its own.
             clone = redis.asyncio.BlockingConnectionPool(  # type: ignore[no-untyped-call, unused-ignore]
-                connection_class=pool.connection_class,
-                max_connections=pool.max_connections or 100,
+                connection_class=connection_class,
+                max_connections=limit or 100,
                 timeout=timeout,
                 **kwargs,
             )
         else:
             clone = redis.asyncio.ConnectionPool(
-                connection_class=pool.connection_class,
-                max_connections=pool.max_connections,
-                **kwargs,
+                connection_class=connection_class, max_connections=limit, **kwargs
             )
         client = redis.asyncio.Redis(connection_pool=clone)
         # Stream replies are parsed by fencing.protocol.topic, straight from the wire format:
@@ -307,10 +363,43 @@ class Client:
             with self._lock:
                 driver = self._drivers.get(timeout)
                 if driver is None:
-                    scripts = self._clone(timeout).connection_pool  # the script path's own
-                    driver = Driver(self._clone(timeout, blocking=True), scripts)
+                    if self.is_cluster:
+                        driver = self._cluster_driver(timeout)
+                    else:
+                        scripts = self._clone(timeout).connection_pool  # the script path's own
+                        driver = Driver(self._clone(timeout, blocking=True), scripts)
                     self._drivers[timeout] = driver
         return driver
+
+    def _cluster_driver(self, timeout: float) -> Driver:
+        """A driver over a cluster: scripts go to the primary of their slot, each on a
+        script path of its own; reads and plain commands through a cluster client."""
+        connection_class, kwargs, _ = self._settings_of_base()
+        kwargs.update(
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),
+            retry_on_timeout=False,
+            retry_on_error=[],
+            decode_responses=False,
+        )
+        cluster_kwargs = {k: v for k, v in kwargs.items() if k in _CLUSTER_KWARGS}
+        cluster = runtime_cluster.new_cluster(
+            runtime_cluster.seeds(self._base),
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            **cluster_kwargs,
+        )
+        for command in ("XRANGE", "XREAD"):
+            cluster.set_response_callback(command, _raw_reply)  # type: ignore[no-untyped-call, unused-ignore]
+
+        def pool_for(host: str, port: int) -> redis.asyncio.ConnectionPool:
+            return redis.asyncio.ConnectionPool(
+                connection_class=connection_class, host=host, port=port, **kwargs
+            )
+
+        # The slot map is the base client's, shared by every driver (mapped once).
+        return Driver(cluster, routes=ClusterRoutes(self._base, pool_for, wait=timeout))
 
     async def _ensure_safe(self, budget: RetryBudget) -> None:
         """Check ``maxmemory-policy`` once per client (DESIGN: no silent eviction)."""
@@ -368,6 +457,8 @@ class Client:
             drivers, self._drivers = list(self._drivers.values()), {}
         for driver in drivers:
             await driver.close()
+        if self._owns_base and self.is_cluster:
+            await runtime_cluster.close(self._base)
 
     async def __aenter__(self) -> Client:
         return self

@@ -30,10 +30,18 @@ import redis.exceptions
 from ..errors import FencingError, OutcomeUnknown, Unavailable
 from ..lua_loader import LuaScript
 from ..protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
-from ..protocol.refusals import NotDelivered, may_have_arrived, server_refusal, wrong_type_read
+from ..protocol.refusals import (
+    NotDelivered,
+    is_redirect,
+    may_have_arrived,
+    server_refusal,
+    wrong_type_read,
+)
 from ..retry import TRANSIENT_ERRORS, RetryBudget
+from ..runtime.tasks import cluster as runtime_cluster
 from ..runtime.tasks import primitives as runtime
 from ..runtime.tasks.connections import ScriptConnections
+from .routes import ClusterRoutes
 
 _pack_command: Any  # hiredis's stub types it for one-element tuples only
 try:
@@ -48,24 +56,34 @@ class Driver:
     """Runs :class:`ScriptCall` objects on a redis-py client."""
 
     def __init__(
-        self, client: redis.asyncio.Redis, scripts: redis.asyncio.ConnectionPool | None = None
+        self,
+        client: Any,
+        scripts: redis.asyncio.ConnectionPool | None = None,
+        *,
+        routes: ClusterRoutes | None = None,
     ) -> None:
-        """``scripts``: a pool for the script path alone (else scripts use the client's)."""
+        """``client``: a ``redis.asyncio.Redis`` (or, with ``routes``, a cluster client);
+        ``scripts``: a pool for the script path alone (else scripts use the client's);
+        ``routes``: on a cluster, the script path of each primary."""
         self._client = client
-        self._scripts = (
-            ScriptConnections(client.connection_pool, own_pool=False)
-            if scripts is None
-            else ScriptConnections(
-                scripts, wait=float(scripts.connection_kwargs.get("socket_timeout") or 1.0)
+        self._routes = routes
+        self._scripts: ScriptConnections | None = None
+        encoding = "utf-8"
+        if routes is None:
+            self._scripts = (
+                ScriptConnections(client.connection_pool, own_pool=False)
+                if scripts is None
+                else ScriptConnections(
+                    scripts, wait=float(scripts.connection_kwargs.get("socket_timeout") or 1.0)
+                )
             )
-        )
-        encoding = str(client.connection_pool.connection_kwargs.get("encoding", "utf-8"))
+            encoding = str(client.connection_pool.connection_kwargs.get("encoding", "utf-8"))
         # hiredis encodes str arguments as UTF-8; any other client encoding packs through
         # redis-py, as every other command of that client does.
         self._hiredis = _pack_command is not None and encoding.lower() in ("utf-8", "utf8")
 
     @property
-    def redis(self) -> redis.asyncio.Redis:
+    def redis(self) -> Any:
         """The redis-py client this driver uses (retries off, bounded timeouts)."""
         return self._client
 
@@ -73,8 +91,10 @@ class Driver:
         self, script: LuaScript, keys: tuple[str, ...], args: tuple[ScriptArg, ...]
     ) -> Any:
         """EVALSHA on a script connection; on NOSCRIPT, SCRIPT LOAD and EVALSHA again."""
-        connections = self._scripts
+        routes = self._routes
         try:
+            connections = self._scripts if routes is None else await routes.for_key(keys[0])
+            assert connections is not None
             conn = await connections.checkout()  # a new connection is connected by the pool here
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise NotDelivered(str(exc)) from exc
@@ -92,8 +112,14 @@ class Driver:
                 await conn.read_response()
                 await conn.send_packed_command(self._pack(conn, command))
                 return await conn.read_response()
-        except redis.exceptions.ResponseError:
-            raise  # an error reply was read whole: the connection is clean
+        except redis.exceptions.ResponseError as exc:
+            # An error reply was read whole: the connection is clean.
+            if routes is not None and is_redirect(exc):
+                # Not run on this node (MOVED, a failover): map the slots again and send
+                # it anew, like a request that never left (the retry budget bounds it).
+                await routes.refresh()
+                raise NotDelivered(f"{script.name}: {exc}") from exc
+            raise
         except BaseException:
             # A reply may still be on its way (a lost reply, an interrupt, a cancelled
             # task): never read it as the answer to another call.
@@ -104,8 +130,13 @@ class Driver:
 
     async def close(self) -> None:
         """Disconnect every connection of this driver."""
-        await self._scripts.close()
-        await self._client.connection_pool.disconnect()
+        if self._scripts is not None:
+            await self._scripts.close()
+        if self._routes is not None:
+            await self._routes.close()
+            await runtime_cluster.close(self._client)
+        else:
+            await self._client.connection_pool.disconnect()
 
     def _pack(self, conn: Any, command: tuple[ScriptArg, ...]) -> Any:
         if self._hiredis:

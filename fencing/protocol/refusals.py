@@ -60,3 +60,21 @@ def server_refusal(script: str, exc: redis.exceptions.ResponseError) -> FencingE
             "or a server that is loading or busy. Fix the server, then retry"
         )
     return FencingError(f"{script}: unexpected reply from Redis: {message}")
+
+
+#: Replies of a cluster node that did not run the command: the slot is served elsewhere
+#: (MOVED, ASK), or the cluster is between states (TRYAGAIN, CLUSTERDOWN).
+_REDIRECTS = ("MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN")
+
+
+def is_redirect(exc: redis.exceptions.ResponseError) -> bool:
+    """Whether a cluster node refused a command without running it (see ``_REDIRECTS``)."""
+    return str(exc).startswith(_REDIRECTS) or isinstance(
+        exc,
+        (
+            redis.exceptions.MovedError,
+            redis.exceptions.AskError,
+            redis.exceptions.TryAgainError,
+            redis.exceptions.ClusterDownError,
+        ),
+    )
