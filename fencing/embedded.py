@@ -230,6 +230,7 @@ class EmbeddedCluster:
                             "--cluster-node-timeout", "2000",
                             "--cluster-port", str(bus),
                             "--cluster-require-full-coverage", "no",
+                            "--repl-diskless-sync-delay", "0",
                             *extra_args,
                         ),
                     )

@@ -29,6 +29,7 @@ attributes. The tree::
     │   └── NondeterministicBatch            a replayed batch differs from its first attempt
     └── Unavailable                          the server could not be reached in the retry budget
         └── OutcomeUnknown                   ... after a request that may have been applied
+            └── NotEnoughReplicas            ... applied, but not replicated/fsynced in time
 
 Every class is importable from :mod:`fencing`.
 """
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidName",
     "LeaseExpired",
     "NondeterministicBatch",
+    "NotEnoughReplicas",
     "OffsetMismatch",
     "OffsetOutOfRange",
     "OutOfOrderSequence",
@@ -352,3 +354,17 @@ class OutcomeUnknown(Unavailable):
     Every state-changing call of the ownership table is idempotent for its handle, so the
     same call can be made again once the server is reachable.
     """
+
+
+class NotEnoughReplicas(OutcomeUnknown):
+    """A write was applied on the primary, but the durability its handle asked for
+    (``acks="replicated"``: a replica's copy; ``acks="fsync"``: the primary's fsync) was not
+    confirmed in time. It may not survive a failover. An idempotent resend is safe (it is
+    deduplicated); a producer settles it before its next send on that partition.
+    """
+
+    def __init__(self, message: str, *, acks: str, wanted: int, confirmed: int) -> None:
+        super().__init__(message)
+        self.acks = acks
+        self.wanted = wanted
+        self.confirmed = confirmed

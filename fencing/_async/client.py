@@ -23,6 +23,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from .. import forks
+from ..durability import Durability
 from ..errors import (
     ConfigurationError,
     InvalidArgumentType,
@@ -52,10 +53,10 @@ _POOL_BOUND_KWARGS = (
     "maint_notifications_config",
     "oss_cluster_maint_notifications_handler",
     "redis_connect_func",
-    "host",
-    "port",
     "retry",
 )
+#: A cluster node's own address: each clone of its settings connects where it is told.
+_NODE_ADDRESS = ("host", "port")
 #: Connection settings a cluster client takes as they are (credentials, TLS, naming).
 _CLUSTER_KWARGS = frozenset(
     (
@@ -123,6 +124,8 @@ class Client:
         self._safe_lock = runtime.io_lock()
         self._drivers: dict[float, Driver] = {}
         self._safe_checked = False
+        #: The acks levels this server was checked for (``_check_durability``).
+        self._durable_ok: set[str] = set()
         self._keeper = Keeper()
         #: Elections made by this client: close() resigns their terms.
         self._elections: weakref.WeakSet[Election] = weakref.WeakSet()
@@ -168,7 +171,9 @@ class Client:
 
     # -- handles --------------------------------------------------------------------------
 
-    def ownership(self, group: str, owner_id: str, ttl: float = 10.0) -> Ownership:
+    def ownership(
+        self, group: str, owner_id: str, ttl: float = 10.0, *, acks: str = "leader"
+    ) -> Ownership:
         """A handle on the ownership table for ``group`` (the generation rules are in the README).
 
         ``owner_id`` is a label for people and logs; the handle's identity is a random
@@ -178,7 +183,7 @@ class Client:
         >>> (await owner.claim(["orders/0"]))["orders/0"].token         # doctest: +SKIP
         1
         """
-        return Ownership(self, group, owner_id, ttl)
+        return Ownership(self, group, owner_id, ttl, acks=acks)
 
     def election(
         self,
@@ -191,6 +196,7 @@ class Client:
         on_elected: Callable[[Leadership], None] | None = None,
         on_revoked: Callable[[Leadership], None] | None = None,
         exit_on_loss: bool = False,
+        acks: str = "leader",
     ) -> Election:
         """A candidate in the election ``name`` (on the ownership row
         ``("__election__", name)``). No I/O happens here: see :class:`~fencing.Election`.
@@ -210,6 +216,7 @@ class Client:
             on_elected=on_elected,
             on_revoked=on_revoked,
             exit_on_loss=exit_on_loss,
+            acks=acks,
         )
         self._elections.add(election)
         return election
@@ -304,6 +311,7 @@ class Client:
         """The base client's connection class, connection settings and connection limit."""
         if self.is_cluster:
             connection_class, raw = runtime_cluster.node_settings(self._base)
+            raw = {k: v for k, v in raw.items() if k not in _NODE_ADDRESS}
             limit = None
         else:
             pool = self._base.connection_pool
@@ -430,6 +438,35 @@ class Client:
                     "FENCING_ALLOW_EVICTION=1) if you accept that risk"
                 )
             self._safe_checked = True
+
+    async def _check_durability(self, durability: Durability) -> None:
+        """Refuse at open an ``acks`` this server cannot give (``fsync`` needs WAITAOF,
+        Redis/Valkey 7.2+, and ``appendonly yes``), once per client and level."""
+        if durability.acks != "fsync" or durability.acks in self._durable_ok:
+            return
+        budget = self._budget_default()
+        r = self._driver(budget.timeout).redis
+        try:
+            try:
+                await r.execute_command("WAITAOF", 0, 0, 0)  # waits for nothing
+                has_waitaof = True
+            except redis.exceptions.ResponseError:
+                has_waitaof = False
+            appendonly = _text(_config_value(await r.config_get("appendonly"), "appendonly"))
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise Unavailable(f"cannot reach Redis to check acks='fsync': {exc}") from exc
+        if not has_waitaof:
+            raise ConfigurationError(
+                "acks='fsync' waits with WAITAOF, which this server does not have (Redis and "
+                "Valkey 7.2+ do): use acks='replicated' or 'leader', or upgrade the server"
+            )
+        if appendonly != "yes":
+            raise ConfigurationError(
+                "acks='fsync' needs the append-only file: the server runs with appendonly "
+                f"{appendonly!r}. Run CONFIG SET appendonly yes (and appendfsync as you need), "
+                "or use acks='replicated' or 'leader'"
+            )
+        self._durable_ok.add(durability.acks)
 
     def _budget_default(self) -> RetryBudget:
         """The retry budget of calls that protect no lease (reads, topic metadata)."""

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import forks, protocol
+from ..durability import Durability
 from ..errors import (
     Fenced,
     FencingError,
@@ -362,6 +363,7 @@ class Election(ProcessBound):
         on_elected: Callback | None = None,
         on_revoked: Callback | None = None,
         exit_on_loss: bool = False,
+        acks: str = "leader",
     ) -> None:
         self._client = client
         self.name = validate_name("election name", name)
@@ -398,6 +400,8 @@ class Election(ProcessBound):
         self.on_elected = callback_arg(on_elected, "on_elected")
         self.on_revoked = callback_arg(on_revoked, "on_revoked")
         self.exit_on_loss = exit_on_loss
+        #: What a won claim waits for before the term begins (``acks``).
+        self.acks = Durability.of(acks).acks
         self._keys = ElectionKeys.of(client.keys, self.name)
         self._budget = client._budget_for_ttl(self.ttl)
         #: observe() reads with a short budget, so close() ends it within about a second
@@ -584,6 +588,7 @@ class Election(ProcessBound):
             self.candidate_id,
             self.ttl,
             on_severed=severed,
+            acks=self.acks,
             _allow_reserved=True,
         )
         with self._lock:

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import protocol
+from ..durability import Durability
 from ..errors import (
     Fenced,
     FencingError,
@@ -71,6 +72,7 @@ class Ownership(ProcessBound):
         ttl: float,
         *,
         on_severed: SeveredCallback | None = None,
+        acks: str = "leader",
         _allow_reserved: bool = False,
     ) -> None:
         self._client = client
@@ -83,6 +85,8 @@ class Ownership(ProcessBound):
         self.severed = runtime.Event()
         self._ttl_ms = max(1, round(self.ttl * 1000))
         self._budget = client._budget_for_ttl(self.ttl)
+        #: What a claim waits for before it is granted here (``acks``, see the README).
+        self.durability = Durability.of(acks, timeout=self._budget.timeout / 2)
         self._lock = runtime.state_lock()
         self._targets: dict[str, Target] = {}
         self._grants: dict[str, Grant] = {}
@@ -135,6 +139,7 @@ class Ownership(ProcessBound):
             raise InvalidArgumentType(f"wait must be a bool, got {type(wait).__name__}")
         deadline = None if limit is None else time.monotonic() + limit
         await self._ready()
+        await self._client._check_durability(self.durability)
         self._ensure_session_subscription()
         taken: list[Grant] = []
         result: dict[str, Grant] = {}
@@ -330,7 +335,7 @@ class Ownership(ProcessBound):
                 seen=self._seen.get(target.resource),
             )
             self._last_claim_sent = time.monotonic()
-            return await self._driver().execute(call, self._budget)
+            return await self._driver().execute(call, self._budget, self.durability)
 
         try:
             grant = await attempt()

@@ -251,6 +251,7 @@ class Topic:
         *,
         idempotent: bool = True,
         resume: ProducerState | None = None,
+        acks: str = "leader",
     ) -> Producer:
         """Open a producer on every partition of this topic in ``access_mode``.
 
@@ -264,6 +265,11 @@ class Topic:
         twice. ``name=`` or ``resume=`` (a saved :class:`~fencing.ProducerState`) open a new
         incarnation that fences the older one on every partition; the sequence carries over.
 
+        ``acks`` is what a send waits for before it returns: "leader" (the primary applied
+        it), "replicated" (a replica acknowledged it too: WAIT) or "fsync" (the primary
+        fsynced it: WAITAOF, Redis/Valkey 7.2+ with appendonly yes). A wait that falls
+        short raises :class:`~fencing.NotEnoughReplicas`; see the README's "Durability".
+
         >>> async with await topic.producer(fencing.AccessMode.EXCLUSIVE) as p:
         ...     await p.send(b"v", key=b"k")
         """
@@ -275,6 +281,7 @@ class Topic:
             wait_timeout=wait_timeout,
             idempotent=idempotent,
             resume=resume,
+            acks=acks,
         )
         return await producer.open()
 

@@ -29,7 +29,8 @@ from typing import Any, TypeVar
 import redis
 import redis.exceptions
 
-from ..errors import FencingError, OutcomeUnknown, Unavailable
+from ..durability import Durability
+from ..errors import ConfigurationError, FencingError, OutcomeUnknown, Unavailable
 from ..lua_loader import LuaScript
 from ..protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
 from ..protocol.refusals import (
@@ -90,9 +91,17 @@ class Driver:
         return self._client
 
     def _evalsha(
-        self, script: LuaScript, keys: tuple[str, ...], args: tuple[ScriptArg, ...]
+        self,
+        script: LuaScript,
+        keys: tuple[str, ...],
+        args: tuple[ScriptArg, ...],
+        wait: tuple[ScriptArg, ...] | None = None,
     ) -> Any:
-        """EVALSHA on a script connection; on NOSCRIPT, SCRIPT LOAD and EVALSHA again."""
+        """EVALSHA on a script connection; on NOSCRIPT, SCRIPT LOAD and EVALSHA again.
+
+        With ``wait`` (a WAIT or WAITAOF command), the wait is sent right behind the script
+        on the same connection, in the same round trip, and ``(reply, wait reply)`` is
+        returned (the wait's reply is always read, so the connection stays clean)."""
         routes = self._routes
         try:
             connections = self._scripts if routes is None else routes.for_key(keys[0])
@@ -106,6 +115,8 @@ class Driver:
                 connections.connect(conn)
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
                 raise NotDelivered(str(exc)) from exc
+            if wait is not None:
+                return self._with_wait(conn, script, command, wait)
             try:
                 conn.send_packed_command(self._pack(conn, command))
                 return conn.read_response()
@@ -130,6 +141,36 @@ class Driver:
         finally:
             connections.checkin(conn)
 
+    def _with_wait(
+        self,
+        conn: Any,
+        script: LuaScript,
+        command: tuple[ScriptArg, ...],
+        wait: tuple[ScriptArg, ...],
+    ) -> tuple[Any, Any]:
+        for attempt in range(2):
+            conn.send_packed_command(self._pack_many(conn, (command, wait)))
+            replies = []
+            for _ in range(2):
+                try:
+                    replies.append(conn.read_response())
+                except redis.exceptions.ResponseError as exc:
+                    replies.append(exc)
+            reply, waited = replies
+            if isinstance(reply, redis.exceptions.NoScriptError) and attempt == 0:
+                conn.send_packed_command(self._pack(conn, ("SCRIPT", "LOAD", script.source)))
+                conn.read_response()
+                continue
+            if isinstance(reply, BaseException):
+                raise reply
+            return reply, waited
+        raise AssertionError("unreachable: the script was loaded before the second attempt")
+
+    def _pack_many(self, conn: Any, commands: tuple[tuple[ScriptArg, ...], ...]) -> Any:
+        if self._hiredis:
+            return [_pack_command(command) for command in commands]
+        return conn.pack_commands(commands)
+
     def close(self) -> None:
         """Disconnect every connection of this driver."""
         if self._scripts is not None:
@@ -145,18 +186,32 @@ class Driver:
             return [_pack_command(command)]
         return conn.pack_command(*command)
 
-    def execute_once(self, call: ScriptCall[T]) -> T:
-        """One attempt: run the script, parse the reply or raise the typed error."""
+    def execute_once(self, call: ScriptCall[T], durability: Durability | None = None) -> T:
+        """One attempt: run the script, parse the reply or raise the typed error; with a
+        ``durability`` that waits, raise NotEnoughReplicas when the wait fell short."""
         mark = runtime.cancel_mark()
+        wait = None if durability is None else durability.command
         try:
-            reply = self._evalsha(call.script, call.keys, call.args)
+            reply = self._evalsha(call.script, call.keys, call.args, wait)
             runtime.check_cancel(mark)
         except redis.exceptions.ResponseError as exc:
             error = parse_error_reply(str(exc))
             if error is None:
                 raise server_refusal(call.script.name, exc) from exc
             raise call.error(error) from None
-        return call.parse(reply)
+        if wait is None:
+            return call.parse(reply)
+        reply, waited = reply
+        parsed = call.parse(reply)
+        assert durability is not None
+        if isinstance(waited, redis.exceptions.ResponseError):
+            raise ConfigurationError(
+                f"{call.script.name}: applied on the primary, but the server refused the "
+                f"acks={durability.acks!r} wait ({waited}). Use acks='leader', or a server "
+                "that has WAITAOF (Redis/Valkey 7.2+) with appendonly yes for acks='fsync'"
+            )
+        durability.check(call.script.name, waited)
+        return parsed
 
     def read(self, call: ReadCall[T], budget: RetryBudget) -> T:
         """Send a read's commands in one pipeline, retrying transient errors within budget."""
@@ -181,7 +236,9 @@ class Driver:
             ) from exc
         raise AssertionError("unreachable: tenacity either returns or raises")
 
-    def execute(self, call: ScriptCall[T], budget: RetryBudget) -> T:
+    def execute(
+        self, call: ScriptCall[T], budget: RetryBudget, durability: Durability | None = None
+    ) -> T:
         """Run a call, retrying transient errors within ``budget``.
 
         The first attempt runs without the retry engine (the hot path pays nothing for
@@ -191,7 +248,7 @@ class Driver:
         """
         started = time.monotonic()
         try:
-            return self.execute_once(call)
+            return self.execute_once(call, durability)
         except TRANSIENT_ERRORS as exc:
             maybe_applied = may_have_arrived(call, exc)
         spent = time.monotonic() - started
@@ -199,7 +256,7 @@ class Driver:
             for attempt in budget.retrying(spent=spent, attempts_made=1):
                 with attempt:
                     try:
-                        return self.execute_once(call)
+                        return self.execute_once(call, durability)
                     except TRANSIENT_ERRORS as exc:
                         maybe_applied = may_have_arrived(call, exc) or maybe_applied
                         raise

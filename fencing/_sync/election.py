@@ -23,6 +23,7 @@ from collections.abc import Iterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import forks, protocol
+from ..durability import Durability
 from ..errors import (
     Fenced,
     FencingError,
@@ -364,6 +365,7 @@ class Election(ProcessBound):
         on_elected: Callback | None = None,
         on_revoked: Callback | None = None,
         exit_on_loss: bool = False,
+        acks: str = "leader",
     ) -> None:
         self._client = client
         self.name = validate_name("election name", name)
@@ -400,6 +402,8 @@ class Election(ProcessBound):
         self.on_elected = callback_arg(on_elected, "on_elected")
         self.on_revoked = callback_arg(on_revoked, "on_revoked")
         self.exit_on_loss = exit_on_loss
+        #: What a won claim waits for before the term begins (``acks``).
+        self.acks = Durability.of(acks).acks
         self._keys = ElectionKeys.of(client.keys, self.name)
         self._budget = client._budget_for_ttl(self.ttl)
         #: observe() reads with a short budget, so close() ends it within about a second
@@ -586,6 +590,7 @@ class Election(ProcessBound):
             self.candidate_id,
             self.ttl,
             on_severed=severed,
+            acks=self.acks,
             _allow_reserved=True,
         )
         with self._lock:

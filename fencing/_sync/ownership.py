@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import protocol
+from ..durability import Durability
 from ..errors import (
     Fenced,
     FencingError,
@@ -73,6 +74,7 @@ class Ownership(ProcessBound):
         ttl: float,
         *,
         on_severed: SeveredCallback | None = None,
+        acks: str = "leader",
         _allow_reserved: bool = False,
     ) -> None:
         self._client = client
@@ -85,6 +87,8 @@ class Ownership(ProcessBound):
         self.severed = runtime.Event()
         self._ttl_ms = max(1, round(self.ttl * 1000))
         self._budget = client._budget_for_ttl(self.ttl)
+        #: What a claim waits for before it is granted here (``acks``, see the README).
+        self.durability = Durability.of(acks, timeout=self._budget.timeout / 2)
         self._lock = runtime.state_lock()
         self._targets: dict[str, Target] = {}
         self._grants: dict[str, Grant] = {}
@@ -137,6 +141,7 @@ class Ownership(ProcessBound):
             raise InvalidArgumentType(f"wait must be a bool, got {type(wait).__name__}")
         deadline = None if limit is None else time.monotonic() + limit
         self._ready()
+        self._client._check_durability(self.durability)
         self._ensure_session_subscription()
         taken: list[Grant] = []
         result: dict[str, Grant] = {}
@@ -332,7 +337,7 @@ class Ownership(ProcessBound):
                 seen=self._seen.get(target.resource),
             )
             self._last_claim_sent = time.monotonic()
-            return self._driver().execute(call, self._budget)
+            return self._driver().execute(call, self._budget, self.durability)
 
         try:
             grant = attempt()

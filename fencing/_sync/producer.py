@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import protocol
+from ..durability import Durability
 from ..errors import (
     FencingError,
     InvalidArgument,
@@ -116,6 +117,7 @@ class Producer(ProcessBound):
         wait_timeout: float | None = None,
         idempotent: bool = True,
         resume: ProducerState | None = None,
+        acks: str = "leader",
     ) -> None:
         if not isinstance(idempotent, bool):
             raise InvalidArgumentType("idempotent must be a bool")
@@ -155,6 +157,9 @@ class Producer(ProcessBound):
         self.session = secrets.token_hex(16)
         self._ttl_ms = max(1, round(self.lease_ttl * 1000))
         self._budget = topic._client._budget_for_ttl(self.lease_ttl)
+        #: What each send waits for (``acks``): at most half a socket timeout, so the wait
+        #: ends (short, and says so) before the read of its reply could time out.
+        self.durability = Durability.of(acks, timeout=self._budget.timeout / 2)
         self._lock = runtime.io_lock()
         self._round_robin = itertools.count()
         self._producer_id: int | None = None
@@ -184,6 +189,7 @@ class Producer(ProcessBound):
                 return self
             topic = self.topic
             topic.open()
+            topic._client._check_durability(self.durability)
             if self.resume is not None:
                 topic._client._check_producer_id(self.resume.producer_id)
                 self._producer_id = self.resume.producer_id
@@ -501,7 +507,7 @@ class Producer(ProcessBound):
             )
             sent_at = time.monotonic()
             try:
-                appended = self._execute(call)
+                appended = self._execute(call, self.durability)
             except (ProducerFenced, StateLost) as exc:
                 self._fence(exc)
                 raise
@@ -550,7 +556,7 @@ class Producer(ProcessBound):
             if self._fenced is not None:
                 raise self._fenced
             try:
-                return self._execute(build(standing.writer))
+                return self._execute(build(standing.writer), self.durability)
             except (ProducerFenced, StateLost) as exc:
                 self._fence(exc)
                 raise
@@ -645,8 +651,11 @@ class Producer(ProcessBound):
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _execute(self, call: protocol.ScriptCall[T]) -> T:
-        return self.topic._client._driver(self._budget.timeout).execute(call, self._budget)
+    def _execute(
+        self, call: protocol.ScriptCall[T], durability: Durability | None = None
+    ) -> T:
+        driver = self.topic._client._driver(self._budget.timeout)
+        return driver.execute(call, self._budget, durability)
 
     def _batch(self, records: Iterable[Record | bytes | str]) -> list[Record]:
         if isinstance(records, (bytes, str, Record)):

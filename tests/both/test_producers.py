@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
+import redis
+import redis.cluster
 
 import fencing
 import fencing.aio
@@ -146,3 +149,20 @@ async def test_closing_a_producer_waiting_in_the_queue_ends_its_wait_at_once(
     assert err.value.reason == "closed"
     assert loop.time() - started < 2.0
     await holder.close()
+
+
+async def test_records_land_on_the_server_the_client_was_given(api: Api) -> None:
+    # Read straight from the server (not through the library, which would follow the same
+    # wrong address): a clone that lost the host and port would write to localhost:6379.
+    topic = api.client().topic("where", partitions=1)
+    async with await topic.producer() as producer:
+        await producer.send(b"here")
+    key = f"{api.namespace}:{{where/0}}:log"
+    if api.url.startswith("redis+cluster://"):
+        raw: Any = redis.cluster.RedisCluster.from_url("redis://" + api.url.split("://", 1)[1])
+    else:
+        raw = redis.Redis.from_url(api.url)
+    try:
+        assert raw.xlen(key) == 1
+    finally:
+        raw.close()
