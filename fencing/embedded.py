@@ -52,6 +52,36 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """A certificate authority and a server certificate for 127.0.0.1, made for a test."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    @classmethod
+    def make(cls, directory: Path) -> TlsFiles:
+        """Make a throwaway CA and a server certificate signed by it (``openssl``)."""
+        if shutil.which("openssl") is None:
+            raise FileNotFoundError("making test certificates needs the openssl command")
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+
+        def run(*args: str) -> None:
+            subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+        run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
+            "-out", "ca.crt", "-days", "2", "-subj", "/CN=fencing-test-ca")  # fmt: skip
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key",
+            "-out", "server.csr", "-subj", "/CN=127.0.0.1")  # fmt: skip
+        (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        run("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "server.crt", "-days", "2",
+            "-extfile", "ext.cnf")  # fmt: skip
+        return cls(d / "ca.crt", d / "server.crt", d / "server.key")
+
+
 @dataclass
 class EmbeddedServer:
     """One running server process."""
@@ -62,11 +92,20 @@ class EmbeddedServer:
     directory: Path
     process: subprocess.Popen[bytes]
     extra_args: tuple[str, ...] = field(default=())
+    tls: TlsFiles | None = None
 
     @property
     def url(self) -> str:
-        """``redis://127.0.0.1:<port>/0``."""
+        """``redis://127.0.0.1:<port>/0`` (``rediss://...?ssl_ca_certs=`` over TLS)."""
+        if self.tls is not None:
+            return f"rediss://127.0.0.1:{self.port}/0?ssl_ca_certs={self.tls.ca}"
         return f"redis://127.0.0.1:{self.port}/0"
+
+    def probe(self, **kwargs: object) -> redis.Redis:
+        """A plain client of this server (over TLS when it has TLS)."""
+        if self.tls is not None:
+            kwargs.update(ssl=True, ssl_ca_certs=str(self.tls.ca))
+        return redis.Redis(port=self.port, **kwargs)  # type: ignore[arg-type]
 
     @property
     def version(self) -> str:
@@ -81,8 +120,12 @@ class EmbeddedServer:
         *,
         extra_args: tuple[str, ...] = (),
         port: int | None = None,
+        tls: TlsFiles | None = None,
     ) -> EmbeddedServer:
-        """Start a server: ``kind`` None takes redis-server if on PATH, else Valkey."""
+        """Start a server: ``kind`` None takes redis-server if on PATH, else Valkey.
+
+        With ``tls``, the server speaks only TLS (``--port 0 --tls-port``), clients are not
+        asked for certificates, and :attr:`url` carries the CA to trust."""
         if kind is None:
             kind = "redis" if find_binary("redis") else "valkey"
         binary = find_binary(kind)
@@ -96,7 +139,7 @@ class EmbeddedServer:
             chosen = port if port is not None else _free_port()
             directory = Path(tempfile.mkdtemp(prefix=f"fencing-{kind}-"))
             try:
-                return cls._launch(kind, binary, chosen, directory, extra_args)
+                return cls._launch(kind, binary, chosen, directory, extra_args, tls=tls)
             except RuntimeError as exc:  # most likely the port was taken meanwhile
                 shutil.rmtree(directory, ignore_errors=True)
                 last = exc
@@ -110,10 +153,21 @@ class EmbeddedServer:
         port: int,
         directory: Path,
         extra_args: tuple[str, ...],
+        *,
+        tls: TlsFiles | None = None,
     ) -> EmbeddedServer:
+        listen = (
+            ["--port", str(port)]
+            if tls is None
+            else [
+                "--port", "0", "--tls-port", str(port),
+                "--tls-cert-file", str(tls.cert), "--tls-key-file", str(tls.key),
+                "--tls-ca-cert-file", str(tls.ca), "--tls-auth-clients", "no",
+            ]
+        )  # fmt: skip
         args = [
             binary,
-            "--port", str(port),
+            *listen,
             "--bind", "127.0.0.1",
             "--save", "",
             "--appendonly", "no",
@@ -127,8 +181,8 @@ class EmbeddedServer:
         process = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=directory
         )
-        server = cls(kind, binary, port, directory, process, extra_args)
-        probe = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
+        server = cls(kind, binary, port, directory, process, extra_args, tls)
+        probe = server.probe(socket_timeout=1, socket_connect_timeout=1)
         deadline = time.monotonic() + _START_DEADLINE
         try:
             while time.monotonic() < deadline:
