@@ -87,7 +87,7 @@ async def test_a_wait_that_falls_short_is_not_enough_replicas_then_settled(
     api: Api, pair: Pair
 ) -> None:
     topic = api.client(pair.primary.url).topic("t", partitions=1)
-    producer = await topic.producer(AccessMode.EXCLUSIVE, acks="replicated", lease_ttl=2.0)
+    producer = await topic.producer(AccessMode.EXCLUSIVE, acks="replicated", lease_ttl=8.0)
     await producer.send(b"a")
     os.kill(pair.replica.process.pid, signal.SIGSTOP)
     try:
@@ -108,7 +108,7 @@ async def test_a_wait_that_falls_short_is_not_enough_replicas_then_settled(
 
 async def test_a_replicated_claim_that_falls_short_is_not_held(api: Api, pair: Pair) -> None:
     client = api.client(pair.primary.url)
-    owner = client.ownership("g", "a", ttl=2.0, acks="replicated")
+    owner = client.ownership("g", "a", ttl=8.0, acks="replicated")
     os.kill(pair.replica.process.pid, signal.SIGSTOP)
     try:
         with pytest.raises(fencing.NotEnoughReplicas):
@@ -117,7 +117,7 @@ async def test_a_replicated_claim_that_falls_short_is_not_held(api: Api, pair: P
         os.kill(pair.replica.process.pid, signal.SIGCONT)
     assert owner.grants == {}
     await caught_up(pair)
-    other = client.ownership("g", "b", ttl=2.0, acks="replicated")
+    other = client.ownership("g", "b", ttl=8.0, acks="replicated")
     assert (await other.claim("r"))["r"].token == 2  # given back at once, not at lapse
     await other.close()
     await owner.close()
