@@ -33,6 +33,7 @@ COMMANDS: tuple[str, ...] = (
     "publish",
     # plain commands
     "get", "incr", "incrby", "ping", "subscribe", "unsubscribe",
+    "scan",  # the CLI's listings (the key pattern still limits what they see)
     "wait", "waitaof",
     "config|get",
     "client|setinfo", "client|setname",

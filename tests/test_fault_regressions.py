@@ -66,8 +66,10 @@ def test_a_fence_after_a_lost_reply_is_an_unknown_outcome_not_a_lie(
     real = SyncDriver.execute_once
     state = {"lost": False}
 
-    def lose_first_reply_then_take_over(self: SyncDriver, call: object, *more: object) -> object:
-        result = real(self, call, *more)  # type: ignore[arg-type]
+    def lose_first_reply_then_take_over(
+        self: SyncDriver, call: object, *more: object, **options: object
+    ) -> object:
+        result = real(self, call, *more, **options)  # type: ignore[arg-type]
         if not state["lost"] and getattr(call, "ambiguous_after_retry", False):
             state["lost"] = True
             client.topic("t").producer(AccessMode.EXCLUSIVE_WITH_FENCING)  # takes over

@@ -165,8 +165,8 @@ def test_an_interrupted_send_is_resolved_before_the_next_one(client: Client) -> 
     p.send(b"a")
     real = p._execute
 
-    def interrupted(call: object, *more: object) -> object:
-        real(call, *more)  # type: ignore[arg-type]  # it lands...
+    def interrupted(call: object, *more: object, **options: object) -> object:
+        real(call, *more, **options)  # type: ignore[arg-type]  # it lands...
         raise KeyboardInterrupt  # ...and the caller is interrupted before the reply
 
     p._execute = interrupted  # type: ignore[method-assign,assignment]

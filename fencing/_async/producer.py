@@ -328,19 +328,7 @@ class Producer(ProcessBound):
         if self._closed or self._fenced is not None or not self._in_own_process():
             return False
         for standing in list(self._standing.values()):
-            w = standing.writer
-            call = protocol.producer.producer_renew(
-                standing.pk,
-                session=self.session,
-                mode=w.mode,
-                epoch=w.epoch,
-                ttl_ms=self._ttl_ms,
-                incarnation=w.row_incarnation,
-                pid=standing.pid,
-                pid_generation=standing.generation,
-                name=self.name,
-                partition_incarnation=self.topic.incarnation_of(standing.pk.partition),
-            )
+            call = self._renew_call(standing)
             try:
                 await self._execute(call)
             except (ProducerFenced, StateLost) as exc:
@@ -353,6 +341,21 @@ class Producer(ProcessBound):
                     standing.pk.partition,
                 )
         return True
+
+    def _renew_call(self, standing: _Standing) -> protocol.ScriptCall[int]:
+        w = standing.writer
+        return protocol.producer.producer_renew(
+            standing.pk,
+            session=self.session,
+            mode=w.mode,
+            epoch=w.epoch,
+            ttl_ms=self._ttl_ms,
+            incarnation=w.row_incarnation,
+            pid=standing.pid,
+            pid_generation=standing.generation,
+            name=self.name,
+            partition_incarnation=self.topic.incarnation_of(standing.pk.partition),
+        )
 
     async def _fence(self, exc: FencingError) -> None:
         """Fenced for good: stop renewing and leave every partition, so that a successor
@@ -565,7 +568,10 @@ class Producer(ProcessBound):
         Returns the batch's metadata if it landed (once), or None if it did not — and then
         it never will: the PID generation was bumped so no copy still in flight can land.
         Also returns None when nothing is pending. Raises
-        :class:`~fencing.UnknownProducerId` if the producer state expired meanwhile.
+        :class:`~fencing.UnknownProducerId` if the producer state expired meanwhile. With
+        ``acks`` above "leader", a batch that landed is also waited for (a lease renewal
+        written on the same connection carries the wait, which then covers the batch):
+        :class:`~fencing.NotEnoughReplicas` if that falls short.
         """
         self._check_process()
         pk = self.topic.partition_keys(partition)
@@ -573,7 +579,14 @@ class Producer(ProcessBound):
         async with standing.lock:
             if standing.pending is None:
                 return None
-            return await self._resolve(standing)
+            result = await self._resolve(standing)
+            if result is not None and self.durability.command is not None:
+                try:
+                    await self._execute(self._renew_call(standing), self.durability)
+                except (ProducerFenced, StateLost) as exc:
+                    await self._fence(exc)
+                    raise
+            return result
 
     async def _resolve(self, standing: _Standing) -> list[RecordMetadata] | None:
         pending = standing.pending

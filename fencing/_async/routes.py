@@ -49,6 +49,16 @@ class ClusterRoutes:
             self._nodes[node] = connections
         return connections
 
+    async def failed(self, connections: ScriptConnections) -> None:
+        """A node's connection failed (refused, reset, timed out): forget its script path
+        and map the slots again, so that a primary promoted in a failover is found."""
+        for node, known in list(self._nodes.items()):
+            if known is connections:
+                del self._nodes[node]
+                with contextlib.suppress(Exception):
+                    await known.close()
+        await self.refresh()
+
     async def refresh(self) -> None:
         """Read the slot map again (a node answered that it does not serve a slot)."""
         # (Unreachable: the next attempt maps the slots again, or reports the outage.)

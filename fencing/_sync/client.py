@@ -506,8 +506,12 @@ class Client:
         self.close()
 
     def __repr__(self) -> str:
-        kw = self._base.connection_pool.connection_kwargs
-        where = kw.get("path") or f"{kw.get('host')}:{kw.get('port')}"
+        if self.is_cluster:
+            seeds = ",".join(f"{h}:{p}" for h, p in runtime_cluster.seeds(self._base))
+            where = f"cluster {seeds}"
+        else:
+            kw = self._base.connection_pool.connection_kwargs
+            where = kw.get("path") or f"{kw.get('host')}:{kw.get('port')}"
         return f"<fencing.Client {where} namespace={self.namespace!r}>"
 
 

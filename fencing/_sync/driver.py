@@ -30,7 +30,13 @@ import redis
 import redis.exceptions
 
 from ..durability import Durability
-from ..errors import ConfigurationError, FencingError, OutcomeUnknown, Unavailable
+from ..errors import (
+    ConfigurationError,
+    FencingError,
+    NotEnoughReplicas,
+    OutcomeUnknown,
+    Unavailable,
+)
 from ..lua_loader import LuaScript
 from ..protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
 from ..protocol.refusals import (
@@ -103,17 +109,21 @@ class Driver:
         on the same connection, in the same round trip, and ``(reply, wait reply)`` is
         returned (the wait's reply is always read, so the connection stays clean)."""
         routes = self._routes
+        connections = self._scripts if routes is None else routes.for_key(keys[0])
+        assert connections is not None
         try:
-            connections = self._scripts if routes is None else routes.for_key(keys[0])
-            assert connections is not None
             conn = connections.checkout()  # a new connection is connected by the pool here
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            if routes is not None:
+                routes.failed(connections)  # a dead primary: the slot may have moved
             raise NotDelivered(str(exc)) from exc
         command = ("EVALSHA", script.sha1, len(keys), *keys, *args)
         try:
             try:
                 connections.connect(conn)
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+                if routes is not None:
+                    routes.failed(connections)
                 raise NotDelivered(str(exc)) from exc
             if wait is not None:
                 return self._with_wait(conn, script, command, wait)
@@ -133,10 +143,12 @@ class Driver:
                 routes.refresh()
                 raise NotDelivered(f"{script.name}: {exc}") from exc
             raise
-        except BaseException:
+        except BaseException as exc:
             # A reply may still be on its way (a lost reply, an interrupt, a cancelled
             # task): never read it as the answer to another call.
             connections.drop(conn)
+            if routes is not None and isinstance(exc, TRANSIENT_ERRORS):
+                routes.failed(connections)  # the primary may be gone: map again
             raise
         finally:
             connections.checkin(conn)
@@ -186,9 +198,17 @@ class Driver:
             return [_pack_command(command)]
         return conn.pack_command(*command)
 
-    def execute_once(self, call: ScriptCall[T], durability: Durability | None = None) -> T:
+    def execute_once(
+        self, call: ScriptCall[T], durability: Durability | None = None, *, resent: bool = False
+    ) -> T:
         """One attempt: run the script, parse the reply or raise the typed error; with a
-        ``durability`` that waits, raise NotEnoughReplicas when the wait fell short."""
+        ``durability`` that waits, raise NotEnoughReplicas when the wait fell short.
+
+        A ``resent`` call's wait cannot vouch for the write: the server counts only the
+        writes of the connection the wait runs on, and the write may have been made by the
+        earlier attempt on another one (the resend then finds it and writes nothing). Such
+        a call that succeeded is NotEnoughReplicas (an OutcomeUnknown): a producer's next
+        send settles it, and that send's own wait covers it."""
         mark = runtime.cancel_mark()
         wait = None if durability is None else durability.command
         try:
@@ -211,6 +231,16 @@ class Driver:
                 "that has WAITAOF (Redis/Valkey 7.2+) with appendonly yes for acks='fsync'"
             )
         durability.check(call.script.name, waited)
+        if resent:
+            raise NotEnoughReplicas(
+                f"{call.script.name}: applied on the primary, but its first attempt's reply "
+                f"was lost, and the wait of the resend cannot vouch for acks="
+                f"{durability.acks!r} (a server counts only the writes of the connection "
+                "it waits on). It may not survive a failover; the next send settles it",
+                acks=durability.acks,
+                wanted=durability.replicas if durability.acks == "replicated" else 1,
+                confirmed=0,
+            )
         return parsed
 
     def read(self, call: ReadCall[T], budget: RetryBudget) -> T:
@@ -256,7 +286,7 @@ class Driver:
             for attempt in budget.retrying(spent=spent, attempts_made=1):
                 with attempt:
                     try:
-                        return self.execute_once(call, durability)
+                        return self.execute_once(call, durability, resent=True)
                     except TRANSIENT_ERRORS as exc:
                         maybe_applied = may_have_arrived(call, exc) or maybe_applied
                         raise
