@@ -7,6 +7,7 @@ import inspect
 import pytest
 
 import fencing
+import fencing.aio
 import fencing.errors
 
 ERROR_CLASSES = [
@@ -83,3 +84,13 @@ def test_every_error_is_drawn_in_the_tree(cls: type) -> None:
 def test_design_section_3_names_are_exported() -> None:
     for name in ("Client", "AccessMode", "Record", "RecordMetadata", "Grant", "FencingError"):
         assert name in fencing.__all__
+
+
+def test_the_asyncio_api_exports_the_same_names_as_the_sync_one() -> None:
+    assert fencing.aio.__all__ == [n for n in fencing.__all__ if n != "__version__"]
+    shared = set(fencing.aio.__all__) - {
+        "Client", "Consumer", "Election", "Leadership", "Ownership", "Producer", "Reader", "Topic"
+    }  # fmt: skip
+    # Errors, records, modes and states are the very same classes in both flavours.
+    for name in shared:
+        assert getattr(fencing.aio, name) is getattr(fencing, name), name
