@@ -105,10 +105,34 @@ class Driver:
 
         With ``wait`` (a WAIT or WAITAOF command), the wait is sent right behind the script
         on the same connection, in the same round trip, and ``(reply, wait reply)`` is
-        returned (the wait's reply is always read, so the connection stays clean)."""
+        returned (the wait's reply is always read, so the connection stays clean).
+
+        On a cluster, an ASK reply (the slot is migrating and the script's keys are not on
+        the source node, which ran nothing) is followed once: ASKING and the script on the
+        node it names, without remapping the slot (it still belongs to the source)."""
         routes = self._routes
-        connections = self._scripts if routes is None else await routes.for_key(keys[0])
-        assert connections is not None
+        if routes is None:
+            assert self._scripts is not None
+            return await self._run_on(self._scripts, script, keys, args, wait)
+        connections = await routes.for_key(keys[0])
+        try:
+            return await self._run_on(connections, script, keys, args, wait)
+        except redis.exceptions.AskError as ask:
+            target = routes.for_node(ask.node_addr)
+            return await self._run_on(target, script, keys, args, wait, asking=True)
+
+    async def _run_on(
+        self,
+        connections: ScriptConnections,
+        script: LuaScript,
+        keys: tuple[str, ...],
+        args: tuple[ScriptArg, ...],
+        wait: tuple[ScriptArg, ...] | None,
+        *,
+        asking: bool = False,
+    ) -> Any:
+        """:meth:`_evalsha` on one node's script connections (``asking``: an ASK target)."""
+        routes = self._routes
         try:
             conn = await connections.checkout()  # a new connection is connected by the pool here
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
@@ -123,8 +147,8 @@ class Driver:
                 if routes is not None:
                     await routes.failed(connections)
                 raise NotDelivered(str(exc)) from exc
-            if wait is not None:
-                return await self._with_wait(conn, script, command, wait)
+            if wait is not None or asking:
+                return await self._pipelined(conn, script, command, wait, asking)
             try:
                 await conn.send_packed_command(self._pack(conn, command))
                 return await conn.read_response()
@@ -136,6 +160,8 @@ class Driver:
         except redis.exceptions.ResponseError as exc:
             # An error reply was read whole: the connection is clean.
             if routes is not None and is_redirect(exc):
+                if isinstance(exc, redis.exceptions.AskError) and not asking:
+                    raise  # followed by _evalsha, on the node the ASK names
                 # Not run on this node (MOVED, a failover): map the slots again and send
                 # it anew, like a request that never left (the retry budget bounds it).
                 await routes.refresh()
@@ -151,29 +177,38 @@ class Driver:
         finally:
             await connections.checkin(conn)
 
-    async def _with_wait(
+    async def _pipelined(
         self,
         conn: Any,
         script: LuaScript,
         command: tuple[ScriptArg, ...],
-        wait: tuple[ScriptArg, ...],
-    ) -> tuple[Any, Any]:
+        wait: tuple[ScriptArg, ...] | None,
+        asking: bool,
+    ) -> Any:
+        """The script behind ASKING (an ASK target) and/or followed by ``wait``, in one
+        round trip; every reply is read, so the connection stays clean. Returns the
+        script's reply, or ``(reply, wait reply)`` with a ``wait``."""
+        commands = (
+            ((("ASKING",),) if asking else ()) + (command,) + (() if wait is None else (wait,))
+        )
         for attempt in range(2):
-            await conn.send_packed_command(self._pack_many(conn, (command, wait)))
+            await conn.send_packed_command(self._pack_many(conn, commands))
             replies = []
-            for _ in range(2):
+            for _ in commands:
                 try:
                     replies.append(await conn.read_response())
                 except redis.exceptions.ResponseError as exc:
                     replies.append(exc)
-            reply, waited = replies
+            if asking:
+                replies.pop(0)
+            reply = replies[0]
             if isinstance(reply, redis.exceptions.NoScriptError) and attempt == 0:
                 await conn.send_packed_command(self._pack(conn, ("SCRIPT", "LOAD", script.source)))
                 await conn.read_response()
                 continue
             if isinstance(reply, BaseException):
                 raise reply
-            return reply, waited
+            return reply if wait is None else (reply, replies[1])
         raise AssertionError("unreachable: the script was loaded before the second attempt")
 
     def _pack_many(self, conn: Any, commands: tuple[tuple[ScriptArg, ...], ...]) -> Any:
@@ -314,5 +349,3 @@ class Driver:
                 f"({budget.deadline:.3f}s): {exc}"
             ) from exc
         raise AssertionError("unreachable: tenacity either returns or raises")
-
-

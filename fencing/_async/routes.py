@@ -4,8 +4,10 @@ Every script's keys share one hash tag (:mod:`fencing.keys`), so a call has one 
 the primary serving it is read from the cluster client's slot map. Each primary gets a
 script path of its own (:class:`ScriptConnections` over a pool for that node), so scripts
 are loaded per node (NOSCRIPT is answered by SCRIPT LOAD there, as on one server). A node
-that answers MOVED, ASK, TRYAGAIN or CLUSTERDOWN did not run the script: the slot map is
-read again and the call is sent anew, within its retry budget (a failover, a resharding).
+that answers MOVED, TRYAGAIN or CLUSTERDOWN did not run the script: the slot map is read
+again and the call is sent anew, within its retry budget (a failover, a resharding). An ASK
+(the slot is migrating and the keys are not on the source) is followed at once: ASKING and
+the script on the node it names (:meth:`for_node`), without remapping.
 
 >>> routes = ClusterRoutes(cluster, pool_for, wait=1.0)              # doctest: +SKIP
 >>> connections = await routes.for_key("fencing:{orders/0}:part")
@@ -43,6 +45,11 @@ class ClusterRoutes:
             node = runtime_cluster.primary_for(self.cluster, key_slot(key.encode()))
         except (redis.exceptions.RedisClusterException, redis.exceptions.ConnectionError) as exc:
             raise NotDelivered(f"no node of the cluster could be reached: {exc}") from exc
+        return self.for_node(node)
+
+    def for_node(self, node: tuple[str, int]) -> ScriptConnections:
+        """The script connections of ``node`` (host, port): a primary, or the target an ASK
+        redirection names."""
         connections = self._nodes.get(node)
         if connections is None:
             connections = ScriptConnections(self._pool_for(*node), wait=self._wait)

@@ -65,38 +65,65 @@ def test_repr_of_a_cluster_client(own_cluster: EmbeddedCluster) -> None:
         client.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: ASK is answered like MOVED (remap, resend to the source): safe (nothing "
-    "runs, Unavailable within the budget) but new keys of a migrating slot cannot be "
-    "created until the migration ends; following ASK with ASKING is not built yet",
-)
-def test_ask_during_a_resharding_is_followed(own_cluster: EmbeddedCluster) -> None:
-    """While a slot is MIGRATING, a script whose keys are all absent from the source gets
-    ``ASK <slot> <target>``. The driver treats it as MOVED (refresh the map, resend to the
-    slot's owner, which is still the source): the source answers ASK again and again until
-    the budget is spent, so a fresh claim, a new topic or a new consumer row fails with
-    Unavailable for the whole migration, where redis-py itself succeeds (ASKING + the
-    command on the importing node). Safe (nothing ran), but never live during a reshard.
-    Fix: fencing/_async/driver.py Driver._evalsha / routes.py: on AskError send ``ASKING``
-    and the script (and the wait) once to the node the ASK names, without remapping."""
-    client = fencing.Client.from_url(own_cluster.url, namespace="rv15ask")
-    key = Keys("rv15ask").ownership("g", "fresh")
+def _migrating(cluster: EmbeddedCluster, key: str) -> tuple[int, int]:
+    """Mark ``key``'s slot MIGRATING from its master to another one; (source, target) ports."""
     slot = key_slot(key.encode())
-    ids = _node_ids(own_cluster)
-    source = _master_port(own_cluster, key)
+    ids = _node_ids(cluster)
+    source = _master_port(cluster, key)
     target = next(port for port in ids if port != source)
     with redis.Redis(port=source) as src, redis.Redis(port=target) as dst:
         dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[source])
         src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target])
-        try:
-            owner = client.ownership("g", owner_id="a", ttl=6.0)
-            grants = owner.claim(["fresh"])
-            assert grants["fresh"].token == 1
-        finally:
-            for r in (src, dst):
-                r.execute_command("CLUSTER", "SETSLOT", slot, "STABLE")
-            client.close()
+    return source, target
+
+
+def _stable(cluster: EmbeddedCluster, key: str, ports: tuple[int, int]) -> None:
+    slot = key_slot(key.encode())
+    for port in ports:
+        with redis.Redis(port=port) as r:
+            r.execute_command("CLUSTER", "SETSLOT", slot, "STABLE")
+
+
+def test_ask_during_a_resharding_is_followed(own_cluster: EmbeddedCluster) -> None:
+    """While a slot is MIGRATING, a script whose keys are all absent from the source gets
+    ``ASK <slot> <target>``: the driver sends ``ASKING`` and the script to the target, once,
+    so a fresh claim succeeds during the migration (it used to be answered like MOVED: the
+    source answered ASK again and again until the budget was spent). The row is written on
+    the importing node, and nothing on the source."""
+    client = fencing.Client.from_url(own_cluster.url, namespace="rv15ask")
+    key = Keys("rv15ask").ownership("g", "fresh")
+    ports = _migrating(own_cluster, key)
+    try:
+        owner = client.ownership("g", owner_id="a", ttl=6.0, acks="replicated")
+        grants = owner.claim(["fresh"])
+        assert grants["fresh"].token == 1
+        # The key lives on the target now (the importing node), not on the source.
+        with redis.Redis(port=ports[0]) as src, redis.Redis(port=ports[1]) as dst:
+            assert src.execute_command("CLUSTER", "COUNTKEYSINSLOT", key_slot(key.encode())) == 0
+            dst.execute_command("ASKING")
+            assert dst.exists(key) == 1
+        owner.release(["fresh"])
+    finally:
+        _stable(own_cluster, key, ports)
+        client.close()
+
+
+async def test_ask_is_followed_by_the_asyncio_client(own_cluster: EmbeddedCluster) -> None:
+    """The same through ``fencing.aio`` (the driver is generated from one source; this
+    checks the asyncio path of ASKING, with a durability wait behind it)."""
+    import fencing.aio
+
+    client = fencing.aio.Client.from_url(own_cluster.url, namespace="rv15aska")
+    key = Keys("rv15aska").ownership("g", "fresh")
+    ports = _migrating(own_cluster, key)
+    try:
+        owner = client.ownership("g", owner_id="a", ttl=6.0, acks="replicated")
+        grants = await owner.claim(["fresh"])
+        assert grants["fresh"].token == 1
+        await owner.release(["fresh"])
+    finally:
+        _stable(own_cluster, key, ports)
+        await client.close()
 
 
 @pytest.mark.slow
