@@ -315,8 +315,10 @@ class Client:
             limit = None
         else:
             pool = self._base.connection_pool
-            connection_class, raw, limit = pool.connection_class, pool.connection_kwargs, (
-                pool.max_connections
+            connection_class, raw, limit = (
+                pool.connection_class,
+                pool.connection_kwargs,
+                (pool.max_connections),
             )
         kwargs = {
             k: v
@@ -419,7 +421,7 @@ class Client:
             driver_redis = self._driver(budget.timeout).redis
             try:
                 mark = runtime.cancel_mark()
-                reply = await driver_redis.config_get("maxmemory-policy")
+                values = await _config_values(driver_redis, "maxmemory-policy")
                 runtime.check_cancel(mark)
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
                 raise Unavailable(f"cannot reach Redis to check its configuration: {exc}") from exc
@@ -429,10 +431,11 @@ class Client:
                     f"(CONFIG GET refused: {exc}). Make sure it is 'noeviction', then pass "
                     "allow_eviction=True (or FENCING_ALLOW_EVICTION=1) to skip this check"
                 ) from exc
-            value = _text(_config_value(reply, "maxmemory-policy"))
-            if value != "noeviction":
+            for where, value in values.items():
+                if value == "noeviction":
+                    continue
                 raise ConfigurationError(
-                    f"the Redis server's maxmemory-policy is {value!r}: an eviction would "
+                    f"the Redis server{where}'s maxmemory-policy is {value!r}: an eviction would "
                     "silently erase leases, epochs and offsets. Run CONFIG SET "
                     "maxmemory-policy noeviction, or pass allow_eviction=True (or "
                     "FENCING_ALLOW_EVICTION=1) if you accept that risk"
@@ -452,7 +455,7 @@ class Client:
                 has_waitaof = True
             except redis.exceptions.ResponseError:
                 has_waitaof = False
-            appendonly = _text(_config_value(await r.config_get("appendonly"), "appendonly"))
+            appendonly = await _config_values(r, "appendonly")
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(f"cannot reach Redis to check acks='fsync': {exc}") from exc
         if not has_waitaof:
@@ -460,11 +463,13 @@ class Client:
                 "acks='fsync' waits with WAITAOF, which this server does not have (Redis and "
                 "Valkey 7.2+ do): use acks='replicated' or 'leader', or upgrade the server"
             )
-        if appendonly != "yes":
+        for where, value in appendonly.items():
+            if value == "yes":
+                continue
             raise ConfigurationError(
-                "acks='fsync' needs the append-only file: the server runs with appendonly "
-                f"{appendonly!r}. Run CONFIG SET appendonly yes (and appendfsync as you need), "
-                "or use acks='replicated' or 'leader'"
+                f"acks='fsync' needs the append-only file: the server{where} runs with "
+                f"appendonly {value!r}. Run CONFIG SET appendonly yes (and appendfsync as "
+                "you need), or use acks='replicated' or 'leader'"
             )
         self._durable_ok.add(durability.acks)
 
@@ -511,6 +516,17 @@ class Client:
             kw = self._base.connection_pool.connection_kwargs
             where = kw.get("path") or f"{kw.get('host')}:{kw.get('port')}"
         return f"<fencing.Client {where} namespace={self.namespace!r}>"
+
+
+async def _config_values(r: Any, name: str) -> dict[str, str]:
+    """A CONFIG GET value of the server, or of every primary of a cluster, as
+    ``{" <node>": value}`` (the key is empty on one server; it names the node in errors)."""
+    if not runtime_cluster.is_cluster(r):
+        return {"": _text(_config_value(await r.config_get(name), name))}
+    reply = await r.config_get(name, target_nodes=r.PRIMARIES)
+    if _config_value(reply, name) is not None:  # one primary: its reply as is
+        return {"": _text(_config_value(reply, name))}
+    return {f" {node}": _text(_config_value(each, name)) for node, each in sorted(reply.items())}
 
 
 def _config_value(reply: Any, name: str) -> Any:

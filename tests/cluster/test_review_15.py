@@ -126,6 +126,51 @@ async def test_ask_is_followed_by_the_asyncio_client(own_cluster: EmbeddedCluste
         await client.close()
 
 
+def test_every_primary_is_checked_for_eviction(own_cluster: EmbeddedCluster) -> None:
+    """The maxmemory-policy check (no silent eviction) reads every primary of a cluster,
+    not one node: a single evicting shard is refused at first use, and the message names
+    it."""
+    third = own_cluster.nodes[2].port
+    with redis.Redis(port=third) as r:
+        r.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        client = fencing.Client.from_url(own_cluster.url, namespace="rv15evict")
+        try:
+            with pytest.raises(fencing.ConfigurationError, match=f"{third}.*allkeys-lru"):
+                client.topic("t", partitions=6).producer()
+        finally:
+            client.close()
+    finally:
+        with redis.Redis(port=third) as r:
+            r.config_set("maxmemory-policy", "noeviction")
+
+
+def test_every_primary_is_checked_for_fsync(cluster: EmbeddedCluster | None) -> None:
+    """acks='fsync' is refused at open when one primary of the cluster runs without the
+    append-only file, and the message names that node (Valkey 8: Redis 7.0 has no WAITAOF)."""
+    if cluster is None or cluster.kind != "valkey":
+        pytest.skip("WAITAOF needs Redis/Valkey 7.2+: the Valkey cluster checks this")
+    third = cluster.nodes[2].port
+    primaries = cluster.ports[: cluster.masters]
+    with redis.Redis(port=third) as r:
+        before = r.config_get("appendonly")["appendonly"]
+    for port in primaries:
+        with redis.Redis(port=port) as r:
+            r.config_set("appendonly", "yes" if port != third else "no")
+    try:
+        client = fencing.Client.from_url(cluster.url, namespace="rv15aof")
+        try:
+            topic = client.topic("t", partitions=6)
+            with pytest.raises(fencing.ConfigurationError, match=f"{third}.*appendonly 'no'"):
+                topic.producer(acks="fsync")
+        finally:
+            client.close()
+    finally:
+        for port in primaries:
+            with redis.Redis(port=port) as r:
+                r.config_set("appendonly", before)
+
+
 @pytest.mark.slow
 def test_a_slot_is_remapped_after_its_master_dies(own_cluster: EmbeddedCluster) -> None:
     """SIGKILL the master of a partition's slot: its replica is promoted within seconds,
