@@ -23,6 +23,13 @@ if TYPE_CHECKING:
     from .topic import StartOffset, Topic
 
 _TAIL_BLOCK_MS = 1_000
+#: The most records one read of an iterated reader asks for (records of 4 KiB or less).
+ITER_RECORDS = 1000
+#: About the most bytes of values one read of an iterated reader fetches: the pages of
+#: larger records hold fewer of them (like Kafka's max.partition.fetch.bytes), judged by
+#: the values of the page before. The first page holds at most _ITER_FIRST records.
+_ITER_BYTES = 4 * 1024 * 1024
+_ITER_FIRST = 100
 
 
 class Reader:
@@ -133,8 +140,20 @@ class Reader:
         return records
 
     def __iter__(self) -> Iterator[Record]:
+        """Tail the partition: every record from the position on, waiting for new ones.
+
+        The position follows the records handed out (not the pages fetched), so a loop
+        that breaks out leaves the reader at the record after the last one it got."""
+        count = _ITER_FIRST
         while True:
-            for record in self.read(max_records=100, block_ms=_TAIL_BLOCK_MS):
+            records = self.read(max_records=count, block_ms=_TAIL_BLOCK_MS)
+            if not records:
+                continue
+            # Size the next page by this one's values (first and last: no pass over all).
+            sample = len(records[0].value) + len(records[-1].value)
+            count = max(1, min(ITER_RECORDS, _ITER_BYTES * 2 // max(1, sample)))
+            for record in records:
+                self._position = record.offset + 1  # type: ignore[operator]
                 yield record
 
     def __repr__(self) -> str:
