@@ -22,15 +22,18 @@ on that object fails without a round trip.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
-from .. import protocol
+from .. import coalesce, protocol
+from ..coalesce import Entry
 from ..durability import Durability
 from ..errors import (
     FencingError,
@@ -46,7 +49,7 @@ from ..keys import PartitionKeys, slot_of, validate_name
 from ..modes import AccessMode, Pending
 from ..process import ProcessBound
 from ..protocol.producer import OPEN_MODES
-from ..protocol.topic import Sequenced, Writer
+from ..protocol.topic import EncodedBatch, Sequenced, Writer
 from ..record import Record, RecordMetadata, to_bytes
 from ..runtime.tasks import primitives as runtime
 from ..state import ProducerState
@@ -60,6 +63,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: Calls a sender makes for others once its own records are answered, before it lets the
+#: partition's lock go and wakes the next queued caller to go on (bounds its latency).
+_SERVE_AFTER_OWN = 8
+
 
 class _Standing:
     """What this producer holds on one partition. Mutated only under ``lock``."""
@@ -67,12 +74,14 @@ class _Standing:
     __slots__ = (
         "errors",
         "generation",
+        "guard",
         "left",
         "lock",
         "next_sequence",
         "pending",
         "pid",
         "pk",
+        "queue",
         "writer",
     )
 
@@ -87,6 +96,10 @@ class _Standing:
         #: Set once this producer left the partition (closed or gave up opening).
         self.left = False
         self.errors = protocol.producer.producer_errors(pk)  # built once, not per send
+        #: Sends waiting for the call in flight (group commit): taken by the lock's holder.
+        self.queue: deque[Entry] = deque()
+        #: Guards the queue's head (taking, withdrawing), never held across I/O.
+        self.guard = runtime.state_lock()
 
 
 def _as_record(item: Record | bytes | str) -> Record:
@@ -116,7 +129,18 @@ class Producer(ProcessBound):
         idempotent: bool = True,
         resume: ProducerState | None = None,
         acks: str = "leader",
+        linger_ms: float = 0.0,
+        batch_size: int = 16384,
     ) -> None:
+        if isinstance(linger_ms, bool) or not isinstance(linger_ms, (int, float)):
+            raise InvalidArgumentType(
+                f"linger_ms must be a number of milliseconds, got {type(linger_ms).__name__}"
+            )
+        if not math.isfinite(linger_ms) or not 0 <= linger_ms <= 60_000:
+            raise InvalidArgument(
+                f"linger_ms must be between 0 and 60000 milliseconds, got {linger_ms!r}"
+            )
+        check_int("batch_size", batch_size, minimum=1)
         if not isinstance(idempotent, bool):
             raise InvalidArgumentType("idempotent must be a bool")
         if resume is not None:
@@ -169,6 +193,13 @@ class Producer(ProcessBound):
         self._released = False
         #: The subscription an open() waiting in a queue sleeps on (close() wakes it).
         self._wait_sub: Subscription | None = None
+        #: send_async(): how long the sender lingers for more records, and how many bytes
+        #: end the linger early (Kafka's linger.ms and batch.size).
+        self.linger_ms = float(linger_ms)
+        self.batch_size = batch_size
+        self._sender: object | None = None
+        self._to_send = runtime.Event()
+        self._flushing = False
         self._bind_process()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -365,6 +396,9 @@ class Producer(ProcessBound):
             self._fenced = exc
         if self._renewal is not None:
             self._renewal.cancel()
+        for standing in list(self._standing.values()):
+            self._fail_queue(standing, self._fenced)
+        self._to_send.set()  # the sender, if any, ends
         await self._release_all()
 
     async def close(self) -> None:
@@ -374,13 +408,19 @@ class Producer(ProcessBound):
         """
         if (self._closed and self._released) or not self._in_own_process():
             return
+        if self._opened and self._fenced is None and not self._closed:
+            await self.flush()  # what send_async() queued is sent (or fails) first
         self._closed = True  # an open() waiting in another thread gives up on this flag
+        self._to_send.set()  # the sender, if any, ends
         waiting = self._wait_sub
         if waiting is not None:
             waiting._event.set()  # and is woken now, not at its next turn
         async with self._lock:
             if self._renewal is not None:
                 self._renewal.cancel()
+            closed = InvalidArgument("the producer was closed before this record was sent")
+            for standing in list(self._standing.values()):
+                self._fail_queue(standing, closed)
             await self._release_all()
 
     async def _release_all(self) -> None:
@@ -447,16 +487,12 @@ class Producer(ProcessBound):
         Without ``partition`` the key picks one (Kafka's murmur2); records without a key go
         round-robin. ``expected_offset`` needs an explicit partition unless the topic has one.
         """
-        record = Record(
-            to_bytes("value", value),
-            None if key is None else to_bytes("key", key),
-            headers,  # type: ignore[arg-type]  # str values are encoded by Record
-        )
+        batch = coalesce.encode_one(value, key, headers, self.topic.limits)
         if partition is None:
-            partition = self._choose_partition(record.key, expected_offset)
-        return (
-            await self.send_batch((record,), partition=partition, expected_offset=expected_offset)
-        )[0]
+            partition = self._choose_partition(
+                None if key is None else batch.parts[1], expected_offset
+            )
+        return (await self._send(batch, partition, expected_offset))[0]
 
     async def send_batch(
         self,
@@ -467,80 +503,284 @@ class Producer(ProcessBound):
         """Append a batch to one partition, all or nothing, in one round trip.
 
         With ``expected_offset=k`` the batch lands at offsets k, k+1, ... or not at all
-        (:class:`~fencing.OffsetMismatch` carries the real next offset).
+        (:class:`~fencing.OffsetMismatch` carries the real next offset). Sends queued on
+        the partition meanwhile may travel in the same call (group commit); a batch with
+        ``expected_offset`` always goes alone.
         """
         if self._fenced is not None:
             raise self._fenced
         if not self._opened or self._closed:
             await self.open()  # opens, or raises for a closed producer
-        self._check_process()
         records_list = self._batch(records)
-        batch = protocol.topic.encode_batch(records_list, self.topic.limits)
+        batch = protocol.topic.encode_batch(records_list, self.topic.limits, checksum=False)
         if partition is None:
             partition = self._batch_partition(records_list, expected_offset)
-        pk = self.topic.partition_keys(partition)
+        return await self._send(batch, partition, expected_offset)
+
+    async def _send(
+        self, batch: EncodedBatch, partition: int, expected_offset: int | None
+    ) -> list[RecordMetadata]:
+        """Queue a batch on its partition and wait for its answer (group commit)."""
+        if self._fenced is not None:
+            raise self._fenced
+        if not self._opened or self._closed:
+            await self.open()  # opens, or raises for a closed producer
+        self._check_process()
+        standing = self._standing_of(partition)
         if expected_offset is not None:
             check_int("expected_offset", expected_offset)
-        standing = self._standing[pk.partition]
-        topic = self.topic
-        p = pk.partition
-        async with standing.lock:
-            if self._fenced is not None:
-                raise self._fenced
-            if standing.pending is not None:
-                await self._resolve(standing)
-            idempotent = self.idempotent
-            sequenced = Sequenced(
-                pid_generation=standing.generation,
-                first_sequence=standing.next_sequence if idempotent else None,
-                checksum=None,
-                name=self.name or "",
-            )
-            call = protocol.topic.append(
-                pk,
-                batch,
-                incarnation=topic.incarnation_of(p),
-                seen_next=topic.seen_next(p),
-                expected_offset=expected_offset,
-                writer=standing.writer,
-                sequenced=sequenced,
-                errors=standing.errors,
-            )
-            sent_at = time.monotonic()
+        entry = Entry(batch, expected_offset, event=runtime.Signal())
+        standing.queue.append(entry)
+        lock = standing.lock
+        try:
+            while not entry.done:
+                if await runtime.try_lock(lock):
+                    try:
+                        await self._lead(standing, entry)
+                    finally:
+                        lock.release()
+                        self._wake_head(standing)
+                else:
+                    # A call is in flight: its sender takes this entry in a next call, or
+                    # wakes us to send the queue ourselves (group commit). Never wait on
+                    # the lock itself: a caller already answered would still have to get
+                    # it, one after the other, before the next call could start.
+                    await entry.event.wait()
+        except BaseException:
+            with standing.guard:
+                entry.abandoned = True  # not sent if it was not taken yet
+            self._wake_head(standing)
+            raise
+        return entry.answer()
+
+    def _standing_of(self, partition: object) -> _Standing:
+        """This producer's standing on ``partition`` (refused if the topic has no such
+        partition)."""
+        standing = self._standing.get(partition) if type(partition) is int else None
+        if standing is None:
+            standing = self._standing[self.topic.partition_keys(partition).partition]
+        return standing
+
+    async def _lead(self, standing: _Standing, entry: Entry) -> None:
+        """Send the queue's head (holding the partition's lock) until ``entry`` is
+        answered; then go on for the sends queued meanwhile, a few calls more, so the
+        next call leaves without waiting for another thread or task to wake up."""
+        extra = 0
+        while not entry.done or (standing.queue and extra < _SERVE_AFTER_OWN):
+            if entry.done:
+                extra += 1
+            await self._send_next(standing)
+
+    @contextlib.asynccontextmanager
+    async def _holding(self, standing: _Standing) -> AsyncIterator[None]:
+        """Hold the partition's lock (no send in flight there); on letting it go, wake the
+        next queued send."""
+        try:
+            async with standing.lock:
+                yield
+        finally:
+            self._wake_head(standing)
+
+    def _wake_head(self, standing: _Standing) -> None:
+        """After the partition's lock is let go: have the first queued send's caller (or
+        the sender, for send_async records) take it, so the queue never waits for
+        nobody."""
+        if standing.lock.locked():
+            return  # its holder sends the queue (or wakes the head when it lets go)
+        with standing.guard:
+            for queued in standing.queue:
+                if queued.abandoned:
+                    continue
+                if queued.event is not None:
+                    queued.event.set()
+                else:
+                    self._to_send.set()
+                return
+
+    async def _send_next(self, standing: _Standing) -> None:
+        """Send the head of the partition's queue as one batch and answer its entries
+        (the caller holds the partition's lock). Raises only an interrupt of this caller
+        (KeyboardInterrupt, a cancelled task), after answering the entries it took."""
+        if self._fenced is not None:
+            self._fail_queue(standing, self._fenced)
+            return
+        if standing.pending is not None:
             try:
-                appended = await self._execute(call, self.durability)
-            except (ProducerFenced, StateLost) as exc:
-                await self._fence(exc)
-                raise
-            except BaseException as exc:
-                # A refusal (a typed error other than OutcomeUnknown) wrote nothing. Anything
-                # else - OutcomeUnknown, or an interrupt (KeyboardInterrupt, a signal
-                # handler's exception) after the request may have left - leaves the batch
-                # pending: resolved before the next send, so its sequences are never reused
-                # blindly.
-                unknown = isinstance(exc, OutcomeUnknown) or not isinstance(exc, FencingError)
-                if unknown and sequenced.first_sequence is not None:
-                    standing.pending = Pending(
-                        batch.count,
-                        sequenced.pid_generation,
-                        sequenced.first_sequence,
-                        batch.checksum,
-                        sent_at,
+                await self._resolve(standing)
+            except FencingError as exc:
+                # Nothing queued was sent: each caller learns why (fenced, unreachable).
+                self._fail_queue(standing, exc)
+                return
+        topic = self.topic
+        with standing.guard:
+            group = coalesce.take_group(standing.queue, topic.limits, runtime.claim_future)
+        if not group:
+            return
+        batch = coalesce.merge_batches([entry.batch for entry in group])
+        p = standing.pk.partition
+        idempotent = self.idempotent
+        sequenced = Sequenced(
+            pid_generation=standing.generation,
+            first_sequence=standing.next_sequence if idempotent else None,
+            checksum=None,
+            name=self.name or "",
+        )
+        call = protocol.topic.append(
+            standing.pk,
+            batch,
+            incarnation=topic.incarnation_of(p),
+            seen_next=topic.seen_next(p),
+            expected_offset=group[0].expected_offset,
+            writer=standing.writer,
+            sequenced=sequenced,
+            errors=standing.errors,
+        )
+        sent_at = time.monotonic()
+        try:
+            appended = await self._execute(call, self.durability)
+        except BaseException as exc:
+            # A refusal (a typed error other than OutcomeUnknown) wrote nothing. Anything
+            # else - OutcomeUnknown, or an interrupt (KeyboardInterrupt, a signal
+            # handler's exception, a cancelled task) after the request may have left -
+            # leaves the batch pending: resolved before the next send, so its sequences are
+            # never reused blindly.
+            error: BaseException = exc
+            unknown = isinstance(exc, OutcomeUnknown) or not isinstance(exc, FencingError)
+            if unknown and sequenced.first_sequence is not None:
+                standing.pending = Pending(
+                    batch.count,
+                    sequenced.pid_generation,
+                    sequenced.first_sequence,
+                    batch.checksum,
+                    sent_at,
+                )
+                if isinstance(exc, OutcomeUnknown):
+                    exc.args = (
+                        f"{exc.args[0]}. The producer resolves it before its next send on "
+                        f"partition {p} (or call producer.resolve({p})): it either landed "
+                        "once, or can never land",
                     )
-                    if isinstance(exc, OutcomeUnknown):
-                        exc.args = (
-                            f"{exc.args[0]}. The producer resolves it before its next send on "
-                            f"partition {p} (or call producer.resolve({p})): it either landed "
-                            "once, or can never land",
-                        )
+            if not isinstance(exc, FencingError):
+                # This caller was interrupted while carrying the others' records too.
+                error = OutcomeUnknown(
+                    f"the send on partition {p} of topic {topic.name!r} that carried these "
+                    f"records was interrupted ({type(exc).__name__}) after it may have "
+                    "reached Redis. The producer resolves it before its next send on "
+                    f"partition {p} (or call producer.resolve({p}))"
+                )
+            coalesce.fail(group, error, runtime.fail)
+            if isinstance(exc, (ProducerFenced, StateLost)):
+                await self._fence(exc)
+            if not isinstance(exc, FencingError):
                 raise
-            if idempotent:
-                standing.next_sequence += batch.count
-            topic.saw_next(p, appended.first_offset + batch.count)
-        name, first = topic.name, appended.first_offset
+            return
+        if idempotent:
+            standing.next_sequence += batch.count
+        topic.saw_next(p, appended.first_offset + batch.count)
         # A resend answered from the window reports the epoch the records carry.
         epoch = appended.epoch if appended.epoch >= 0 else standing.writer.epoch
-        return [RecordMetadata(name, p, first + i, epoch) for i in range(batch.count)]
+        coalesce.settle(
+            group,
+            topic=topic.name,
+            partition=p,
+            first_offset=appended.first_offset,
+            epoch=epoch,
+            give=runtime.settle,
+        )
+
+    def _fail_queue(self, standing: _Standing, error: BaseException) -> None:
+        """Answer every send still queued on a partition with ``error`` (none was sent)."""
+        with standing.guard:
+            queued = [entry for entry in standing.queue if not entry.abandoned]
+            standing.queue.clear()
+        coalesce.fail(queued, error, runtime.fail)
+
+    async def send_async(
+        self,
+        value: bytes | str,
+        key: bytes | str | None = None,
+        headers: Mapping[str, bytes | str] | None = None,
+        partition: int | None = None,
+    ) -> runtime.Future[RecordMetadata]:
+        """Queue one record and return at once with a future of its metadata (Kafka's
+        ``send()``): records queued while a call is in flight go together in the next one.
+
+        A sender in the background sends them, after ``linger_ms`` (or once ``batch_size``
+        bytes are queued); :meth:`flush` sends what is queued and waits; ``close()``
+        flushes. Each future gets its record's metadata or its batch's error; once the
+        producer is fenced, every queued future fails with :class:`~fencing.ProducerFenced`.
+
+        >>> futures = [await producer.send_async(b"v%d" % i) for i in range(1000)]
+        >>> await producer.flush()
+        >>> offsets = [f.result().offset for f in futures]
+        """
+        if self._fenced is not None:
+            raise self._fenced
+        if not self._opened or self._closed:
+            await self.open()
+        self._check_process()
+        batch = coalesce.encode_one(value, key, headers, self.topic.limits)
+        if partition is None:
+            partition = self._choose_partition(None if key is None else batch.parts[1], None)
+        standing = self._standing_of(partition)
+        future: runtime.Future[RecordMetadata] = runtime.new_future()
+        entry = Entry(batch, future=future)
+        standing.queue.append(entry)
+        if self._sender is None:
+            self._sender = runtime.spawn(self._send_queued, f"fencing-sender-{self.session[:8]}")
+        if not self._to_send.is_set():  # (set means: the sender has yet to look at the queues)
+            self._to_send.set()
+        return future
+
+    async def flush(self) -> None:
+        """Send every record queued by :meth:`send_async` and wait until each is answered
+        (errors go to their futures, not here).
+
+        >>> await producer.flush()
+        """
+        self._check_process()
+        self._flushing = True
+        try:
+            for standing in list(self._standing.values()):
+                # Holding the lock means no call is in flight on the partition; a queue
+                # drained under it leaves every earlier record answered.
+                async with self._holding(standing):
+                    while standing.queue:
+                        await self._send_next(standing)
+        finally:
+            self._flushing = False
+
+    async def _send_queued(self) -> None:
+        """The sender (a thread, or a task): sends what send_async() queued, partition by
+        partition, until the producer closes."""
+        while True:
+            await runtime.wait_event(self._to_send, None)
+            self._to_send.clear()
+            if self._closed and not any(s.queue for s in self._standing.values()):
+                return
+            if self.linger_ms > 0 and not self._flushing:
+                await self._linger()
+            for standing in list(self._standing.values()):
+                if not standing.queue:
+                    continue
+                try:
+                    async with self._holding(standing):
+                        while standing.queue:
+                            await self._send_next(standing)
+                except Exception:  # pragma: no cover - _send_next answers every entry
+                    log.exception("redis-fencing: the sender of %r failed", self)
+
+    async def _linger(self) -> None:
+        """Wait up to ``linger_ms`` for more records, unless ``batch_size`` bytes wait
+        (every send_async() wakes the sender to count them)."""
+        deadline = time.monotonic() + self.linger_ms / 1000.0
+        while not self._flushing and not self._closed:
+            queued = sum(e.size for s in self._standing.values() for e in s.queue)
+            left = deadline - time.monotonic()
+            if queued >= self.batch_size or left <= 0:
+                return
+            self._to_send.clear()
+            await runtime.wait_event(self._to_send, left)
 
     async def _standing_call(
         self, partition: int, build: Callable[[Writer], protocol.ScriptCall[T]]
@@ -553,7 +793,7 @@ class Producer(ProcessBound):
             await self.open()
         self._check_process()
         standing = self._standing[self.topic.partition_keys(partition).partition]
-        async with standing.lock:
+        async with self._holding(standing):
             if self._fenced is not None:
                 raise self._fenced
             try:
@@ -576,7 +816,7 @@ class Producer(ProcessBound):
         self._check_process()
         pk = self.topic.partition_keys(partition)
         standing = self._standing[pk.partition]
-        async with standing.lock:
+        async with self._holding(standing):
             if standing.pending is None:
                 return None
             result = await self._resolve(standing)

@@ -38,6 +38,7 @@ StartOffset = int | Literal["earliest", "latest"]
 
 log = logging.getLogger(__name__)
 
+
 class Topic:
     """A topic of ``partitions`` partitions. Opened (and created) on first use.
 
@@ -254,6 +255,8 @@ class Topic:
         idempotent: bool = True,
         resume: ProducerState | None = None,
         acks: str = "leader",
+        linger_ms: float = 0.0,
+        batch_size: int = 16384,
     ) -> Producer:
         """Open a producer on every partition of this topic in ``access_mode``.
 
@@ -272,6 +275,11 @@ class Topic:
         fsynced it: WAITAOF, Redis/Valkey 7.2+ with appendonly yes). A wait that falls
         short raises :class:`~fencing.NotEnoughReplicas`; see the README's "Durability".
 
+        Sends to one partition while a call is in flight there go together in the next
+        call (group commit). ``linger_ms`` and ``batch_size`` (bytes) are for
+        :meth:`Producer.send_async`, as in Kafka: its sender waits up to ``linger_ms`` for
+        more records unless ``batch_size`` bytes are queued.
+
         >>> with topic.producer(fencing.AccessMode.EXCLUSIVE) as p:
         ...     p.send(b"v", key=b"k")
         """
@@ -284,6 +292,8 @@ class Topic:
             idempotent=idempotent,
             resume=resume,
             acks=acks,
+            linger_ms=linger_ms,
+            batch_size=batch_size,
         )
         return producer.open()
 

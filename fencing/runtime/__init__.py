@@ -6,10 +6,12 @@ from it (``tools/unasync.py`` rewrites ``runtime.tasks`` to ``runtime.threads``)
 - ``runtime.threads``: threads, ``threading`` locks and events, blocking sockets;
 - ``runtime.tasks``: asyncio tasks, locks and events, ``redis.asyncio``.
 
-Each offers the same names: ``Event``, ``io_lock()`` (held across a call to Redis),
+Each offers the same names: ``Event``, ``Signal`` (one waiter's wake-up), ``io_lock()``
+(held across a call to Redis) and ``try_lock``,
 ``state_lock()`` (guards a few fields, never held across I/O: a no-op under asyncio, where
 such a section cannot be interleaved), ``wait_event``, ``base_wait``, ``sleep``, ``spawn``,
-``current``, ``call``, ``require_open``, and the modules ``keeper`` (lease renewals in the
+``current``, ``call``, ``require_open``, ``Future`` with ``new_future``, ``claim_future``,
+``settle`` and ``fail``, and the modules ``keeper`` (lease renewals in the
 background), ``notify`` (one pub/sub listener per client) and ``connections`` (the script
 path's connections).
 """

@@ -23,10 +23,42 @@ IS_ASYNC = True
 
 Event = asyncio.Event
 
+#: What ``send_async`` returns: an ``asyncio.Future`` here, a ``concurrent.futures.Future``
+#: in the sync flavour.
+Future = asyncio.Future
+
 
 def io_lock() -> asyncio.Lock:
     """A lock held across calls to Redis."""
     return asyncio.Lock()
+
+
+class Signal:
+    """A wake-up for one waiter: :meth:`set` any number of times; :meth:`wait` returns once
+    it was set since the last wait, and clears it (the threads twin is a bare lock)."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        """Wake the waiter (or the next wait)."""
+        self._event.set()
+
+    async def wait(self) -> None:
+        """Wait until set, and clear it."""
+        await self._event.wait()
+        self._event.clear()
+
+
+async def try_lock(lock: asyncio.Lock) -> bool:
+    """Take ``lock`` if it is free, without waiting for its holder; True if taken (release
+    it after)."""
+    if lock.locked():
+        return False
+    await lock.acquire()  # free: taken at once (behind any task already queued for it)
+    return True
 
 
 class _NoLock:
@@ -127,3 +159,25 @@ def require_open(handle: Any) -> None:
             "first awaited call, but a property cannot wait)"
         )
 
+
+def new_future() -> asyncio.Future[Any]:
+    """A future of the running loop (:func:`settle` / :func:`fail`)."""
+    return asyncio.get_running_loop().create_future()
+
+
+def claim_future(future: asyncio.Future[Any]) -> bool:
+    """False if ``future`` was cancelled (an asyncio future cannot be marked running: one
+    cancelled later just drops its result)."""
+    return not future.cancelled()
+
+
+def settle(future: asyncio.Future[Any], result: Any) -> None:
+    """Give ``future`` its result (nothing if it is already done)."""
+    if not future.done():
+        future.set_result(result)
+
+
+def fail(future: asyncio.Future[Any], error: BaseException) -> None:
+    """Give ``future`` its exception (nothing if it is already done)."""
+    if not future.done():
+        future.set_exception(error)

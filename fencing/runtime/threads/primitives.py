@@ -5,6 +5,9 @@ See :mod:`fencing.runtime` for the interface it shares with :mod:`fencing.runtim
 
 from __future__ import annotations
 
+import _thread
+import concurrent.futures
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -21,10 +24,40 @@ IS_ASYNC = False
 
 Event = threading.Event
 
+#: What ``send_async`` returns: a ``concurrent.futures.Future`` here, an ``asyncio.Future``
+#: under asyncio.
+Future = concurrent.futures.Future
+
 
 def io_lock() -> threading.Lock:
     """A lock held across calls to Redis."""
     return threading.Lock()
+
+
+class Signal:
+    """A wake-up for one waiter (a binary semaphore): :meth:`set` from any thread, any
+    number of times; :meth:`wait` returns once it was set since the last wait, and clears
+    it. The cheapest wake-up CPython has (one bare lock, no Condition)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        """Wake the waiter (or the next wait)."""
+        with contextlib.suppress(RuntimeError):  # already set
+            self._lock.release()
+
+    def wait(self) -> None:
+        """Wait until set, and clear it."""
+        self._lock.acquire()
+
+
+def try_lock(lock: threading.Lock) -> bool:
+    """Take ``lock`` if it is free, without waiting; True if taken (release it after)."""
+    return lock.acquire(blocking=False)
 
 
 def state_lock() -> threading.RLock:
@@ -76,3 +109,26 @@ def call(fn: Callable[..., T], *args: Any) -> T:
 def require_open(handle: Any) -> None:
     """Open ``handle`` if it is not (sync handles open on first use)."""
     handle.open()
+
+
+def new_future() -> concurrent.futures.Future[Any]:
+    """A future to settle from any thread (:func:`settle` / :func:`fail`)."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    return future
+
+
+def claim_future(future: concurrent.futures.Future[Any]) -> bool:
+    """Mark ``future`` running, so it can no longer be cancelled; False if it was."""
+    return future.set_running_or_notify_cancel()
+
+
+def settle(future: concurrent.futures.Future[Any], result: Any) -> None:
+    """Give ``future`` its result (nothing if it is already done)."""
+    if not future.done():
+        future.set_result(result)
+
+
+def fail(future: concurrent.futures.Future[Any], error: BaseException) -> None:
+    """Give ``future`` its exception (nothing if it is already done)."""
+    if not future.done():
+        future.set_exception(error)

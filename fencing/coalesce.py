@@ -1,0 +1,171 @@
+"""Group commit: sends queued on one partition, merged into one fenced append (no I/O).
+
+While a script call is in flight on a partition, later sends to it wait in the partition's
+queue; whoever next holds the partition's lock takes the queue's head as one batch (up to the
+topic's limits, never refusing a caller: what does not fit goes in the next call), sends it
+once, all or nothing, under one sequence range, and gives every caller its own slice of the
+metadata or the batch's error. A send with ``expected_offset`` keeps its own meaning: it is
+never merged, and goes alone in its turn. Shared by the sync and asyncio producers.
+
+>>> queue = deque([Entry(encode_batch([Record(b"a")], limits)), Entry(encode_batch(...))])
+>>> group = take_group(queue, limits)            # doctest: +SKIP
+>>> merged = merge_batches([e.batch for e in group])
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .protocol.topic import EncodedBatch, encode_batch
+from .record import Limits, Record, RecordMetadata, to_bytes
+
+
+class Entry:
+    """One caller's batch in a partition's queue, and its answer once settled.
+
+    A plain send waits on ``event`` (set once it is answered, or to have its caller send
+    the queue's head itself) and reads ``result`` / ``error``; a ``send_async`` record has
+    a ``future`` instead (its caller does not wait)."""
+
+    __slots__ = (
+        "abandoned",
+        "batch",
+        "error",
+        "event",
+        "expected_offset",
+        "future",
+        "result",
+        "size",
+    )
+
+    def __init__(
+        self,
+        batch: EncodedBatch,
+        expected_offset: int | None = None,
+        *,
+        event: Any = None,
+        future: Any = None,
+    ) -> None:
+        self.batch = batch
+        self.expected_offset = expected_offset
+        self.event = event
+        self.future = future
+        self.size = sum(map(len, batch.parts))
+        self.result: list[RecordMetadata] | None = None
+        self.error: BaseException | None = None
+        #: Its caller gave up (interrupted, cancelled) before it was taken: never sent.
+        self.abandoned = False
+
+    @property
+    def done(self) -> bool:
+        """Whether the entry was answered."""
+        return self.result is not None or self.error is not None
+
+    def answer(self) -> list[RecordMetadata]:
+        """The metadata of its records, or its error raised."""
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+def encode_one(value: object, key: object, headers: object, limits: Limits) -> EncodedBatch:
+    """One record encoded for the queue (no checksum: the merged batch gets one), checked
+    against ``limits`` before any I/O; what ``encode_batch`` makes of it, without building
+    a :class:`Record` when it has no headers."""
+    if headers is not None:
+        raw_key = None if key is None else to_bytes("key", key)
+        record = Record(to_bytes("value", value), raw_key, headers)  # type: ignore[arg-type]
+        return encode_batch((record,), limits, checksum=False)
+    raw = value if type(value) is bytes else to_bytes("value", value)
+    if key is None:
+        size = len(raw)
+        batch = EncodedBatch(1, "0", [raw], "")
+    else:
+        raw_key = key if type(key) is bytes else to_bytes("key", key)
+        size = len(raw) + len(raw_key)
+        batch = EncodedBatch(1, "1", [raw, raw_key], "")
+    if size > limits.max_record_bytes:
+        limits.check_record(size)
+    limits.check_batch(1, size)
+    return batch
+
+
+def take_group(queue: deque[Entry], limits: Limits, claim: Callable[[Any], bool]) -> list[Entry]:
+    """Pop the next call's entries off the head of ``queue``: one entry with an
+    ``expected_offset``, or as many others as fit in ``limits``. Abandoned entries, and
+    futures cancelled before they were taken (``claim`` returns False), are dropped."""
+    group: list[Entry] = []
+    count = size = 0
+    while queue:
+        entry = queue[0]
+        if entry.abandoned or (entry.future is not None and entry.future.cancelled()):
+            queue.popleft()
+            continue
+        if entry.expected_offset is not None and group:
+            break
+        n = entry.batch.count
+        if group and (
+            count + n > limits.max_batch_records or size + entry.size > limits.max_batch_bytes
+        ):
+            break
+        queue.popleft()
+        if entry.future is not None and not claim(entry.future):
+            continue  # cancelled just now: never sent
+        group.append(entry)
+        if entry.expected_offset is not None:
+            break
+        count += n
+        size += entry.size
+    return group
+
+
+def merge_batches(batches: Sequence[EncodedBatch]) -> EncodedBatch:
+    """One batch made of ``batches`` in order: the very batch ``encode_batch`` makes of all
+    their records (same layout, parts and checksum; a batch encoded without its checksum
+    gets it here)."""
+    if len(batches) == 1:
+        if batches[0].checksum:
+            return batches[0]
+        layout, parts = batches[0].layout, batches[0].parts
+    else:
+        layout = "".join(b.layout for b in batches)
+        parts = [part for b in batches for part in b.parts]
+    head = (layout + ":" + ",".join([str(len(part)) for part in parts])).encode()
+    crc = zlib.crc32(b"".join(parts), zlib.crc32(head))
+    return EncodedBatch(len(layout), layout, parts, f"{crc:08x}")
+
+
+def settle(
+    group: Sequence[Entry],
+    *,
+    topic: str,
+    partition: int,
+    first_offset: int,
+    epoch: int,
+    give: Callable[[Any, Any], None],
+) -> None:
+    """Answer each entry of a group that landed at ``first_offset`` with its own records'
+    metadata (``give`` settles a future)."""
+    offset = first_offset
+    for entry in group:
+        n = entry.batch.count
+        entry.result = [RecordMetadata(topic, partition, offset + i, epoch) for i in range(n)]
+        offset += n
+        if entry.future is not None:
+            give(entry.future, entry.result[0])  # send_async: one record
+        elif entry.event is not None:
+            entry.event.set()
+
+
+def fail(group: Sequence[Entry], error: BaseException, give: Callable[[Any, Any], None]) -> None:
+    """Answer each entry with ``error`` (``give`` fails a future)."""
+    for entry in group:
+        entry.error = error
+        if entry.future is not None:
+            give(entry.future, error)
+        elif entry.event is not None:
+            entry.event.set()
