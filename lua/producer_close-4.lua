@@ -11,10 +11,13 @@
   ARGV[3]  epoch        the epoch the producer holds (ignored for 'w'); -1 for 'x': whatever
                         epoch this session holds (an open whose reply never came: the
                         session is unique to one producer object, so it is enough)
-  ARGV[4]  released_ch  channel waiters listen on
+  ARGV[4]  released_ch  channel waiters listen on, in this partition's slot
+                        (<row key>:released)
 
   Returns 1 if the producer was still registered, else 0.
   Errors: WRONG_TYPE.
+  Notifies (last; sharded pub/sub where the server has it): "released <mode>" on
+    released_ch when the producer was still registered.
 ]]
 --- @include "common"
 --- @include "producer"

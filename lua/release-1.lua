@@ -6,11 +6,14 @@
   ARGV[1]  session      the caller's session id
   ARGV[2]  token        the token of the caller's grant; '' releases whatever this session
                         holds (after a claim whose reply was lost: the session is unique)
-  ARGV[3]  released_ch  channel to tell waiters that the resource is free
+  ARGV[3]  released_ch  channel to tell waiters that the resource is free, in this row's slot
+                        (<row key>:released)
 
   Returns 1 if released, 0 if the caller did not hold it (already severed, released, or the
   row is gone): release is idempotent and never fails a close.
   Errors: WRONG_TYPE.
+  Notifies (last; sharded pub/sub where the server has it): "released <token>" on
+    released_ch when it released.
 ]]
 --- @include "common"
 --- @include "ownership"

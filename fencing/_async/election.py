@@ -37,6 +37,7 @@ from ..process import ProcessBound
 from ..protocol.election import ElectionKeys, LeaderInfo
 from ..protocol.ownership import Seen
 from ..runtime.tasks import primitives as runtime
+from ..runtime.tasks.notify import publish
 from ..validate import RECHECK_INTERVAL, callback_arg, seconds_arg, validate_ttl
 from .ownership import Ownership
 
@@ -674,7 +675,7 @@ class Election(ProcessBound):
         # Only makes observers prompt: they re-check by server time anyway.
         try:
             driver = self._client._driver(self._budget.timeout)
-            await driver.redis.publish(self._keys.changed_channel, message)
+            await publish(driver.redis, self._keys.changed_channel, message)
         except Exception as exc:
             log.debug("redis-fencing: election %r: publish failed: %s", self.name, exc)
 

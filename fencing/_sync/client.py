@@ -131,7 +131,11 @@ class Client:
         self._keeper = Keeper()
         #: Elections made by this client: close() resigns their terms.
         self._elections: weakref.WeakSet[Election] = weakref.WeakSet()
-        self._notifier = Notifier(lambda: self._clone(self.settings.socket_timeout, pubsub=True))
+        # Sharded pub/sub: on a cluster, one connection per primary serving a channel's slot.
+        self._notifier = Notifier(
+            lambda node=None: self._clone(self.settings.socket_timeout, pubsub=True, node=node),
+            cluster=self._base if self.is_cluster else None,
+        )
         forks.register(self)
 
     def _after_fork_in_child(self) -> None:
@@ -330,12 +334,18 @@ class Client:
         return connection_class, kwargs, limit
 
     def _clone(
-        self, timeout: float, *, pubsub: bool = False, blocking: bool = False
+        self,
+        timeout: float,
+        *,
+        pubsub: bool = False,
+        blocking: bool = False,
+        node: tuple[str, int] | None = None,
     ) -> redis.Redis:
         connection_class, kwargs, limit = self._settings_of_base()
         if self.is_cluster:
-            # One node's connection: the cluster bus carries PUBLISH to every node.
-            host, port = runtime_cluster.seeds(self._base)[0]
+            # One node's connection: ``node`` (the notifier's, to the primary serving a
+            # channel's slot), else the first seed.
+            host, port = node or runtime_cluster.seeds(self._base)[0]
             kwargs.update(host=host, port=port)
         kwargs.update(
             socket_timeout=None if pubsub else timeout,

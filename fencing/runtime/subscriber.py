@@ -1,14 +1,26 @@
-"""What a pub/sub subscriber is, in both flavours: a channel, a callback and a wake-up flag.
+"""What a pub/sub subscriber is, in both flavours: a channel, a callback and a wake-up flag;
+and where a channel is subscribed.
 
 The notifiers (:mod:`fencing.runtime.threads.notify`, :mod:`fencing.runtime.tasks.notify`)
 deliver each message through :meth:`Subscriber._deliver`; each flavour adds how to wait.
+
+Every channel carries the hash tag of its resource (:mod:`fencing.keys`), and the scripts
+publish with SPUBLISH (sharded pub/sub) where the server allows it. So the notifiers
+subscribe with SSUBSCRIBE, on a cluster on the primary serving the channel's slot (one
+pub/sub connection per primary that has subscriptions); a server that refuses SSUBSCRIBE
+(before Redis 7, or a user not allowed it) is listened to with plain SUBSCRIBE, as the
+scripts then fall back to PUBLISH.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+import redis.exceptions
+
+from ..keys import slot_of
 
 log = logging.getLogger("fencing.runtime.notify")
 
@@ -34,3 +46,40 @@ class Subscriber:
                 self.callback(data)
             except Exception:
                 log.exception("redis-fencing: a notification callback failed")
+
+
+# -- where a channel is subscribed (both flavours) ------------------------------------------------
+
+#: A cluster node, (host, port); None is the one server of a single-server client.
+Node = tuple[str, int] | None
+
+
+def by_slot(channels: Iterable[str]) -> list[list[str]]:
+    """``channels`` grouped per hash slot, in slot order: one SSUBSCRIBE (or SUNSUBSCRIBE)
+    may name the channels of one slot only (CROSSSLOT otherwise, on a cluster)."""
+    groups: dict[int, list[str]] = {}
+    for channel in sorted(channels):
+        groups.setdefault(slot_of(channel), []).append(channel)
+    return [groups[slot] for slot in sorted(groups)]
+
+
+def redirected(exc: BaseException) -> bool:
+    """Whether an error reply says the node does not serve the channel's slot now (MOVED,
+    ASK, TRYAGAIN, CLUSTERDOWN, CROSSSLOT): the slot map is stale, read it again."""
+    return isinstance(
+        exc,
+        (
+            redis.exceptions.MovedError,
+            redis.exceptions.AskError,
+            redis.exceptions.TryAgainError,
+            redis.exceptions.ClusterDownError,
+            redis.exceptions.ClusterCrossSlotError,
+        ),
+    )
+
+
+def refuses_sharded(exc: BaseException) -> bool:
+    """Whether an error reply to SSUBSCRIBE (or SPUBLISH) means the server will not do sharded
+    pub/sub for us: an unknown command (before Redis 7) or a user not allowed it. The
+    notifier then subscribes with plain SUBSCRIBE, as the scripts fall back to PUBLISH."""
+    return isinstance(exc, redis.exceptions.ResponseError) and not redirected(exc)

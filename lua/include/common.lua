@@ -56,11 +56,21 @@ end
 
 -- Publish without ever failing the script: a missing pub/sub permission must not undo a
 -- grant that already happened. Always the last thing a script does.
+-- Sharded pub/sub first: every channel carries the hash tag of the script's keys, so on a
+-- cluster SPUBLISH stays on this slot's shard instead of crossing every node (PUBLISH is
+-- broadcast over the cluster bus). A server without SPUBLISH (before Redis 7) or a user not
+-- allowed it gets a plain PUBLISH instead; the client's notifier makes the same choice on its
+-- side (SSUBSCRIBE, else SUBSCRIBE), so both ends agree on any one server. A message that
+-- still goes astray costs the listener latency only: it re-checks by server time anyway.
 local function notify(channel, message)
-  redis.pcall('PUBLISH', channel, message)
+  local sent = redis.pcall('SPUBLISH', channel, message)
+  if type(sent) == 'table' and sent.err then
+    redis.pcall('PUBLISH', channel, message)
+  end
 end
 
--- Tell a severed session, on its own channel: "severed <old token> <new token> <row key>".
+-- Tell a severed session, on its channel for this resource: "severed <old token> <new token>
+-- <row key>". session_ch is the prefix <ns>:{<resource>}:session: (the row's hash tag).
 local function notify_severed(session_ch, session, old_token, new_token, row_key)
   notify(session_ch .. session, 'severed ' .. old_token .. ' ' .. new_token .. ' ' .. row_key)
 end

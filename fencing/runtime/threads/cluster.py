@@ -53,3 +53,8 @@ def primary_for(cluster: RedisCluster, slot: int) -> tuple[str, int]:
     """(host, port) of the primary serving ``slot``."""
     node = cluster.nodes_manager.get_node_from_slot(slot)
     return node.host, int(node.port)
+
+
+def primaries(cluster: RedisCluster) -> set[tuple[str, int]]:
+    """(host, port) of every primary in the cluster client's slot map."""
+    return {(node.host, int(node.port)) for node in cluster.get_primaries()}  # type: ignore[no-untyped-call]

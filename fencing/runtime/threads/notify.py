@@ -1,10 +1,15 @@
 """One pub/sub listener per client, shared by every handle.
 
 Handles subscribe to channels (a session's "severed" channel, a resource's "released"
-channel) and get a callback per message. One connection and one daemon thread serve the
-whole client. Notifications only make things prompt: every decision is still made by a
-script, so a lost message costs latency, never safety. After a reconnect every subscriber
-is called with ``None`` ("you may have missed something"), so waiters re-check at once.
+channel) and get a callback per message. One daemon thread serves the whole client, with
+one pub/sub connection to a single server, or on a cluster one per primary serving a
+subscribed channel's slot: channels are sharded (SSUBSCRIBE; plain SUBSCRIBE where the
+server refuses it, see :mod:`fencing.runtime.subscriber`). Notifications only make things
+prompt: every decision is still made by a script, so a lost message costs latency, never
+safety. After a reconnect (a connection lost, a failover, a slot moved: the slots are
+mapped again and each channel subscribed where it is served now) every subscriber of the
+channels concerned is called with ``None`` ("you may have missed something"), so waiters
+re-check at once.
 
 redis-py's ``PubSub`` is not thread-safe, so the listener thread is the only one that ever
 touches it (or its connection): :meth:`Notifier.subscribe` and :meth:`Subscription.close`
@@ -20,6 +25,7 @@ import logging
 import select
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -28,14 +34,19 @@ import redis.client
 import redis.exceptions
 
 from ... import forks
+from ...keys import slot_of
 from ...text import text as _text
-from ..subscriber import Callback, Subscriber
+from ..subscriber import Callback, Node, Subscriber, by_slot, refuses_sharded
+from . import cluster as runtime_cluster
 
 log = logging.getLogger(__name__)
 
 
 _POLL_SECONDS = 0.25
 _RECONNECT_PAUSE = 0.1
+#: Consecutive failures double the pause before the next reconnect, up to this (a dead
+#: master is tried again, and the slots mapped again, until its replica is promoted).
+_MAX_RECONNECT_PAUSE = 1.0
 #: How long closing a channel's last subscription waits for the UNSUBSCRIBE to be confirmed.
 _LEAVE_SECONDS = 2.0
 #: How long :meth:`Notifier.close` waits for the listener thread (twice, see there).
@@ -101,7 +112,8 @@ class _Waker:
 
 
 class _Link:
-    """A pub/sub connection and what was subscribed on it. Only the listener thread uses it.
+    """A pub/sub connection to one node and what was subscribed on it. Only the listener
+    thread uses it.
 
     A handshake on a mute connection can block (the pub/sub connection has no socket
     timeout); that blocks the listener only, never a thread holding the notifier's lock.
@@ -112,15 +124,19 @@ class _Link:
         "client",
         "leaving",
         "live",
+        "node",
         "pending",
         "pubsub",
         "reconnected",
         "sent",
-        "synced",
+        "sharded",
     )
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, node: Node, sharded: bool) -> None:
         self.client = client
+        self.node = node
+        #: SSUBSCRIBE (sharded pub/sub) or SUBSCRIBE, for the connection's whole life.
+        self.sharded = sharded
         self.pubsub: redis.client.PubSub = client.pubsub(ignore_subscribe_messages=False)  # type: ignore[no-untyped-call]
         #: Channels a SUBSCRIBE was sent for (and no UNSUBSCRIBE since).
         self.sent: set[str] = set()
@@ -132,12 +148,38 @@ class _Link:
         self.leaving: dict[str, int] = {}
         #: Set if redis-py reconnected the connection underneath (and resubscribed by itself).
         self.reconnected = False
-        #: The notifier's ``_changes`` the subscriptions were last brought up to (-1: never).
-        self.synced = -1
 
     def on_connect(self, _connection: object) -> None:
         # Registered after the first connect, so only a reconnect inside redis-py calls it.
         self.reconnected = True
+
+    def subscribe(self, channels: set[str]) -> None:
+        first = self.pubsub.connection is None
+        self.sent |= channels
+        for channel in channels:
+            self.pending[channel] = self.pending.get(channel, 0) + 1
+        if self.sharded:
+            for group in by_slot(channels):  # one slot per SSUBSCRIBE
+                self.pubsub.ssubscribe(*group)
+        else:
+            self.pubsub.subscribe(*sorted(channels))
+        if first and self.pubsub.connection is not None:
+            self.pubsub.connection.register_connect_callback(self.on_connect)
+
+    def unsubscribe(self, channels: set[str]) -> None:
+        self.sent -= channels
+        self.live -= channels
+        for channel in channels:
+            self.leaving[channel] = self.leaving.get(channel, 0) + 1
+        if self.sharded:
+            for group in by_slot(channels):
+                self.pubsub.sunsubscribe(*group)  # type: ignore[no-untyped-call]
+        else:
+            self.pubsub.unsubscribe(*sorted(channels))  # type: ignore[no-untyped-call]
+
+    def socket(self) -> socket.socket | None:
+        sock = getattr(self.pubsub.connection, "_sock", None)
+        return sock if isinstance(sock, socket.socket) else None
 
     def close(self) -> None:
         try:
@@ -149,30 +191,55 @@ class _Link:
 class _Listener:
     """One listener thread and its own state (a new one after :meth:`Notifier.close`)."""
 
-    __slots__ = ("link", "stop", "thread", "waker")
+    __slots__ = (
+        "backoff",
+        "dirty",
+        "links",
+        "remap",
+        "retry_at",
+        "sharded",
+        "stop",
+        "synced",
+        "thread",
+        "waker",
+    )
 
     def __init__(self, notifier: Notifier) -> None:
         self.stop = threading.Event()
         self.waker = _Waker()
-        #: The listener's connection, (re)set under the notifier's lock. Other threads only
-        #: look at whether there is one (``_remove``) and at its socket (:meth:`abort`).
-        self.link: _Link | None = None
+        #: The listener's connections by node, (re)set under the notifier's lock. Other
+        #: threads only look at whether there are any (``_remove``) and at their sockets
+        #: (:meth:`abort`).
+        self.links: dict[Node, _Link] = {}
+        # The rest is the listener thread's own.
+        #: The notifier's ``_changes`` the subscriptions were last brought up to (-1: never).
+        self.synced = -1
+        #: A connection failed, or a node dropped a channel: sync again even if nothing
+        #: changed, once ``retry_at`` is reached.
+        self.dirty = False
+        self.retry_at = 0.0
+        self.backoff = _RECONNECT_PAUSE
+        #: Read the cluster's slot map again before the next sync.
+        self.remap = False
+        #: SSUBSCRIBE until a server refuses it, then SUBSCRIBE.
+        self.sharded = True
         self.thread = threading.Thread(
             target=notifier._run, args=(self,), name="fencing-notifier", daemon=True
         )
 
     def abort(self) -> None:
-        """Shut the listener's socket down (from another thread): ends a blocking call."""
-        link = self.link
-        sock = _socket_of(link.pubsub) if link is not None else None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        """Shut the listener's sockets down (from another thread): ends a blocking call."""
+        for link in list(self.links.values()):
+            sock = link.socket()
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
 
-
-def _socket_of(pubsub: redis.client.PubSub) -> socket.socket | None:
-    sock = getattr(pubsub.connection, "_sock", None)
-    return sock if isinstance(sock, socket.socket) else None
+    def failed(self) -> None:
+        """Sync again after a pause that grows with each failure in a row."""
+        self.dirty = True
+        self.retry_at = time.monotonic() + self.backoff
+        self.backoff = min(2 * self.backoff, _MAX_RECONNECT_PAUSE)
 
 
 def _wait_readable(fds: list[int], timeout: float) -> set[int]:
@@ -188,10 +255,16 @@ def _wait_readable(fds: list[int], timeout: float) -> set[int]:
 
 
 class Notifier:
-    """A shared pub/sub listener. Thread-safe; started on the first subscription."""
+    """A shared pub/sub listener. Thread-safe; started on the first subscription.
 
-    def __init__(self, client_factory: Callable[[], redis.Redis]) -> None:
+    ``client_factory()`` makes the client of the pub/sub connection to a single server.
+    With ``cluster`` (the cluster client whose slot map routes the channels) it is called
+    as ``client_factory((host, port))``, once per primary serving a subscribed channel.
+    """
+
+    def __init__(self, client_factory: Callable[..., redis.Redis], cluster: Any = None) -> None:
         self._client_factory = client_factory
+        self._cluster = cluster
         self._lock = threading.Lock()
         self._subs: dict[str, list[Subscription]] = {}
         self._confirmed: dict[str, threading.Event] = {}
@@ -204,8 +277,8 @@ class Notifier:
 
     def _after_fork_in_child(self) -> None:
         # The listener thread is the parent's, and so are the subscriptions (they belong to
-        # the parent's handles). The parent's pub/sub connection is dropped, not closed: a
-        # close from here would shut the parent's socket down. The wake-up socket pair is
+        # the parent's handles). The parent's pub/sub connections are dropped, not closed: a
+        # close from here would shut the parent's sockets down. The wake-up socket pair is
         # closed (that only closes this process's descriptors).
         listener = self._listener
         if listener is not None:
@@ -264,7 +337,7 @@ class Notifier:
                 self._confirmed.pop(sub.channel, None)
                 self._changes += 1
                 if listener is not None:
-                    if listener.link is not None:
+                    if listener.links:
                         done = threading.Event()
                         self._leaving.setdefault(sub.channel, []).append(done)
                     listener.waker.wake()  # it sends the UNSUBSCRIBE
@@ -287,100 +360,185 @@ class Notifier:
                 try:
                     self._sync(listener, missed)
                     self._listen(listener, missed)
-                except Exception:  # a closed or broken connection: reconnect unless stopping
+                except Exception as exc:  # anything unforeseen: every connection starts over
                     if listener.stop.is_set():
                         return
-                    log.debug("redis-fencing: notification connection lost", exc_info=True)
-                    with self._lock:
-                        missed.update(self._subs)
-                    self._drop(listener)
-                    listener.stop.wait(_RECONNECT_PAUSE)
+                    log.debug("redis-fencing: notification listener failed", exc_info=True)
+                    for link in list(listener.links.values()):
+                        self._fail(listener, link, exc, missed)
+                    listener.failed()
         finally:
-            self._drop(listener)
+            for link in list(listener.links.values()):
+                self._drop(listener, link)
             with self._lock:
+                self._release()
                 if self._listener is not listener:
                     listener.waker.close()  # nobody wakes a replaced listener any more
 
-    def _drop(self, listener: _Listener) -> None:
-        """Close the listener's connection: its subscriptions are gone with it."""
+    def _drop(self, listener: _Listener, link: _Link) -> None:
+        """Close one connection: its subscriptions are gone with it."""
         with self._lock:
-            link, listener.link = listener.link, None
-            if link is not None:
-                self._release()
-        if link is not None:
-            link.close()
+            if listener.links.get(link.node) is link:
+                del listener.links[link.node]
+            # Closers of channels that no remaining connection is still leaving can go.
+            leaving = {c for other in listener.links.values() for c in other.leaving}
+            self._release([c for c in self._leaving if c not in leaving])
+        link.close()
+
+    def _fail(self, listener: _Listener, link: _Link, exc: Exception, missed: set[str]) -> None:
+        """A connection failed (lost, reconnected underneath, an error reply): drop it, or
+        all of them if the server refused sharded pub/sub (they start over with SUBSCRIBE);
+        its channels' subscribers are told None once subscribed again, after the slots
+        were mapped again on a cluster (a failover, a slot moved)."""
+        log.debug("redis-fencing: notification connection to %s lost: %r", link.node, exc)
+        failed = [link]
+        if link.sharded and refuses_sharded(exc):
+            log.info("redis-fencing: sharded pub/sub refused (%s): using SUBSCRIBE", exc)
+            listener.sharded = False
+            failed = list(listener.links.values())
+        with self._lock:
+            wanted = set(self._subs)
+        for gone in failed:
+            missed |= (gone.sent | set(gone.pending)) & wanted
+            self._drop(listener, gone)
+        listener.remap = self._cluster is not None
+        listener.failed()
+
+    def _route(self, channels: set[str]) -> dict[Node, set[str]]:
+        """The channels per node serving them (on a single server, all on ``None``)."""
+        if self._cluster is None:
+            return {None: channels} if channels else {}
+        routes: dict[Node, set[str]] = {}
+        for channel in channels:
+            node = runtime_cluster.primary_for(self._cluster, slot_of(channel))
+            routes.setdefault(node, set()).add(channel)
+        return routes
 
     def _sync(self, listener: _Listener, missed: set[str]) -> None:
-        """Subscribe to the wanted channels not subscribed yet, unsubscribe the others."""
-        link = listener.link
-        if link is not None and link.reconnected:
-            raise redis.exceptions.ConnectionError("the pub/sub connection was reconnected")
+        """Subscribe to the wanted channels not subscribed yet, each on the node serving it;
+        unsubscribe the others."""
+        for link in list(listener.links.values()):
+            if link.reconnected:
+                exc = redis.exceptions.ConnectionError("the pub/sub connection was reconnected")
+                self._fail(listener, link, exc, missed)
+        if listener.dirty and time.monotonic() < listener.retry_at:
+            return  # a pause after a failure
         with self._lock:
-            if link is not None and link.synced == self._changes:
+            if listener.synced == self._changes and not listener.dirty:
                 return
             wanted, changes = set(self._subs), self._changes
-            if link is None and not wanted:
+            if not listener.links and not wanted:
                 self._release()
+                listener.synced = changes
+                listener.dirty = False
                 return
         missed &= wanted
-        if link is None:
-            link = _Link(self._client_factory())
-            with self._lock:
-                listener.link = link
-        new, gone = wanted - link.sent, link.sent - wanted
-        if new:
-            first = link.pubsub.connection is None
-            link.pubsub.subscribe(*sorted(new))
-            link.sent |= new
-            for channel in new:
-                link.pending[channel] = link.pending.get(channel, 0) + 1
-            if first and link.pubsub.connection is not None:
-                link.pubsub.connection.register_connect_callback(link.on_connect)
-        if gone:
-            link.pubsub.unsubscribe(*sorted(gone))  # type: ignore[no-untyped-call]
-            link.sent -= gone
-            link.live -= gone
-            for channel in gone:
-                link.leaving[channel] = link.leaving.get(channel, 0) + 1
+        listener.dirty = False
+        if listener.remap:
+            listener.remap = False
+            with contextlib.suppress(Exception):  # unreachable: routing below tells
+                runtime_cluster.refresh(self._cluster)
+        try:
+            routes = self._route(wanted)
+        except Exception as exc:  # no node serves a slot now (a failover under way)
+            log.debug("redis-fencing: notification channels not routed: %r", exc)
+            listener.remap = True
+            listener.failed()
+            return
+        for node, link in list(listener.links.items()):
+            if listener.links.get(node) is not link:
+                continue  # dropped meanwhile (all are, when sharded pub/sub was refused)
+            gone = link.sent - routes.get(node, set())
+            # A wanted channel served elsewhere now (its slot moved) may have missed some.
+            missed |= gone & wanted
+            if gone:
+                try:
+                    link.unsubscribe(gone)
+                except Exception as exc:
+                    self._fail(listener, link, exc, missed)
+        for node, channels in routes.items():
+            known = listener.links.get(node)
+            new = channels - known.sent if known is not None else channels
+            if not new:
+                continue
+            if known is None:
+                client = self._client_factory() if node is None else self._client_factory(node)
+                known = _Link(client, node, listener.sharded)
+                with self._lock:
+                    listener.links[node] = known
+            try:
+                known.subscribe(new)
+            except Exception as exc:
+                self._fail(listener, known, exc, missed)
+        if self._cluster is not None:
+            # Nodes that serve no slot any more (a master demoted or gone); an idle
+            # connection to a primary stays for the next subscription.
+            primaries = runtime_cluster.primaries(self._cluster)
+            for node, link in list(listener.links.items()):
+                if not link.sent and not link.leaving and node not in primaries:
+                    self._drop(listener, link)
         with self._lock:
+            links = list(listener.links.values())
             # Still subscribed from before (a channel closed and subscribed again quickly).
-            for channel in wanted & link.live:
-                event = self._confirmed.get(channel)
-                if event is not None:
-                    event.set()
+            for link in links:
+                for channel in wanted & link.live:
+                    event = self._confirmed.get(channel)
+                    if event is not None:
+                        event.set()
             # Closers of channels subscribed again, or with no UNSUBSCRIBE on its way.
-            self._release([c for c in self._leaving if c in wanted or c not in link.leaving])
-        link.synced = changes
+            leaving = {c for link in links for c in link.leaving}
+            self._release([c for c in self._leaving if c in wanted or c not in leaving])
+        if not listener.dirty:
+            listener.synced = changes
 
     def _listen(self, listener: _Listener, missed: set[str]) -> None:
-        """Handle one message, or wait until one comes, a wake-up, or ``_POLL_SECONDS``."""
-        link = listener.link
-        conn = link.pubsub.connection if link is not None else None
-        if link is None or conn is None:
-            if listener.waker.fileno() in _wait_readable([listener.waker.fileno()], _POLL_SECONDS):
-                listener.waker.drain()
-            return
-        # Whatever is buffered first (the socket would not show it), then wait for more.
-        if not conn.can_read(timeout=0):
-            sock = _socket_of(link.pubsub)
-            if sock is None:  # not a plain socket: poll, and pick wake-ups up after
-                if not conn.can_read(timeout=_POLL_SECONDS):
-                    return
+        """Handle what arrived, or wait until something comes, a wake-up, or
+        ``_POLL_SECONDS`` (less when a reconnect is due sooner)."""
+        timeout = _POLL_SECONDS
+        if listener.dirty:
+            timeout = max(0.0, min(timeout, listener.retry_at - time.monotonic()))
+        ready: list[_Link] = []
+        watched: dict[int, _Link] = {}
+        for link in list(listener.links.values()):
+            conn = link.pubsub.connection
+            if conn is None:
+                continue
+            try:
+                # Whatever is buffered first (the socket would not show it).
+                if conn.can_read(timeout=0):
+                    ready.append(link)
+                    continue
+            except Exception as exc:
+                self._fail(listener, link, exc, missed)
+                continue
+            sock = link.socket()
+            if sock is None:  # not a plain socket: polled, so wake up more often
+                timeout = min(timeout, 0.05)
             else:
-                readable = _wait_readable([listener.waker.fileno(), sock.fileno()], _POLL_SECONDS)
-                if listener.waker.fileno() in readable:
-                    listener.waker.drain()
-                if sock.fileno() not in readable:
-                    return
-        response = link.pubsub.parse_response(block=False, timeout=_POLL_SECONDS)
-        message = link.pubsub.handle_message(response)
-        if message is not None:
-            self._dispatch(link, missed, message)
+                watched[sock.fileno()] = link
+        if not ready:
+            readable = _wait_readable([listener.waker.fileno(), *watched], timeout)
+            if listener.waker.fileno() in readable:
+                listener.waker.drain()
+            ready = [link for fd, link in watched.items() if fd in readable]
+        for link in ready:
+            if listener.links.get(link.node) is not link:
+                continue  # dropped meanwhile
+            try:
+                response = link.pubsub.parse_response(block=False, timeout=_POLL_SECONDS)  # type: ignore[no-untyped-call]
+                message = link.pubsub.handle_message(response)  # type: ignore[no-untyped-call]
+            except Exception as exc:
+                self._fail(listener, link, exc, missed)
+                continue
+            if message is not None:
+                self._dispatch(listener, link, missed, message)
 
-    def _dispatch(self, link: _Link, missed: set[str], message: dict[str, Any]) -> None:
+    def _dispatch(
+        self, listener: _Listener, link: _Link, missed: set[str], message: dict[str, Any]
+    ) -> None:
         channel = _text(message["channel"]) if message["channel"] is not None else ""
         kind = _text(message["type"])
-        if kind == "subscribe":
+        if kind in ("subscribe", "ssubscribe"):
             left = link.pending.pop(channel, 0) - 1
             if left > 0:
                 link.pending[channel] = left  # a later SUBSCRIBE of it is still on its way
@@ -388,6 +546,7 @@ class Notifier:
             if channel not in link.sent:
                 return
             link.live.add(channel)
+            listener.backoff = _RECONNECT_PAUSE
             with self._lock:
                 event = self._confirmed.get(channel)
                 if event is not None:
@@ -397,15 +556,23 @@ class Notifier:
             for sub in subs:
                 sub._deliver(None)
             return
-        if kind == "unsubscribe":
+        if kind in ("unsubscribe", "sunsubscribe"):
             left = link.leaving.pop(channel, 0) - 1
             if left > 0:
                 link.leaving[channel] = left  # a later UNSUBSCRIBE of it is still on its way
+            elif left < 0 and channel in link.sent:
+                # Not asked for: the node no longer serves the channel's slot (a failover, a
+                # slot moved away). It is subscribed again where it is served now.
+                link.sent.discard(channel)
+                link.live.discard(channel)
+                missed.add(channel)
+                listener.remap = self._cluster is not None
+                listener.dirty = True
             elif channel not in link.sent:
                 with self._lock:
                     self._release([channel])
             return
-        if kind != "message":
+        if kind not in ("message", "smessage"):
             return
         with self._lock:
             subs = list(self._subs.get(channel, ()))
@@ -414,16 +581,16 @@ class Notifier:
             sub._deliver(data if isinstance(data, bytes) else str(data).encode())
 
     def close(self) -> None:
-        """Stop the listener and drop the connection."""
+        """Stop the listener and drop its connections."""
         with self._lock:
             listener = self._listener
             if listener is not None:
                 listener.stop.set()
                 listener.waker.wake()
         if listener is not None and listener.thread is not threading.current_thread():
-            # The listener closes its connection on its way out. One stuck in a blocking
+            # The listener closes its connections on its way out. One stuck in a blocking
             # call (a connect handshake on a mute connection) is woken by a shutdown of
-            # its socket: the socket is all this thread touches.
+            # its sockets: the sockets are all this thread touches.
             listener.thread.join(timeout=_JOIN_SECONDS)
             if listener.thread.is_alive():
                 listener.abort()
@@ -436,3 +603,14 @@ class Notifier:
                 self._listener = None
                 if listener is not None and not listener.thread.is_alive():
                     listener.waker.close()
+
+
+def publish(client: Any, channel: str, message: str) -> None:
+    """Publish as the scripts do: SPUBLISH (through a cluster client, to the primary of the
+    channel's slot, where it stays on that shard), or PUBLISH where the server refuses it."""
+    try:
+        client.execute_command("SPUBLISH", channel, message)
+    except redis.exceptions.ResponseError as exc:
+        if not refuses_sharded(exc):
+            raise
+        client.execute_command("PUBLISH", channel, message)
