@@ -4,7 +4,10 @@ Layout (``ns`` is the client's namespace)::
 
     <ns>:{<resource>}:own:<group>             hash: one row of the ownership table
     <ns>:{<resource>}:own:<group>:released    channel: the resource was released
-    <ns>:session:<session>                    channel: a grant of this session was severed
+    <ns>:{<resource>}:session:<session>       channel: this session's grant on the resource
+                                              was severed (one per resource held)
+    <ns>:{<name>}:own:__election__:candidates zset: an election's waiting candidates
+    <ns>:{<name>}:own:__election__:changed    channel: an election's leader changed
     <ns>:pids                                 counter: producer ids
     <ns>:{<topic>}:topic                      hash: topic metadata (partitions, incarnation)
     <ns>:{<topic>/<p>}:part                   hash: partition metadata (next offset, start...)
@@ -21,6 +24,10 @@ All keys about one resource share the hash tag ``{<resource>}``, so every script
 one slot and runs unchanged on Redis Cluster. A topic partition's tag is
 ``{<topic>/<partition>}``, which is also the tag of the ownership resource
 ``"<topic>/<partition>"``: the append script can check the holder atomically.
+
+Channels carry the tag of their resource too, so a script publishes in its own slot:
+notifications use sharded pub/sub (SPUBLISH / SSUBSCRIBE) where the server has it, and on a
+cluster a message stays on the shard of its resource instead of crossing every node.
 
 Names (namespace, group, topic) match ``[A-Za-z0-9._-]{1,200}``; names starting with ``__``
 are reserved for the library. Resource strings are arbitrary text: every character outside
@@ -196,13 +203,24 @@ class Keys:
         """The channel told when (group, resource) is released."""
         return self.ownership(group, resource) + ":released"
 
-    def session_channel_prefix(self) -> str:
-        """The prefix of per-session channels; a script appends the session id."""
-        return f"{self._prefix}session:"
+    def session_channel_prefix(self, resource: str | None = None) -> str:
+        """The prefix of the channels that tell a session its grant on ``resource`` was
+        severed; a script appends the session id. It carries the resource's hash tag, so
+        the script severing a grant publishes in its own slot.
 
-    def session_channel(self, session: str) -> str:
-        """The channel told when a grant of ``session`` is severed."""
-        return self.session_channel_prefix() + session
+        >>> Keys("fencing").session_channel_prefix("orders/0")
+        'fencing:{orders/0}:session:'
+
+        Without ``resource``: the namespace-wide prefix of earlier versions (no hash tag;
+        nothing subscribes to it any more), kept so that older callers still run.
+        """
+        if resource is None:
+            return f"{self._prefix}session:"
+        return f"{self._prefix}{self.tag(resource)}:session:"
+
+    def session_channel(self, resource: str, session: str) -> str:
+        """The channel told when the grant of ``session`` on ``resource`` is severed."""
+        return self.session_channel_prefix(resource) + session
 
     def election_candidates(self, name: str) -> str:
         """The sorted set of an election's candidates (in the election row's slot)."""
@@ -239,6 +257,7 @@ class PartitionKeys:
         "pids",
         "released",
         "resource",
+        "session_prefix",
         "shared",
         "stream",
         "topic",
@@ -259,6 +278,8 @@ class PartitionKeys:
         # its token is the partition's epoch.
         self.owner = keys.ownership(PRODUCER_GROUP, self.resource)
         self.released = keys.released_channel(PRODUCER_GROUP, self.resource)
+        # Where producer_open tells a severed exclusive holder (a script appends the session).
+        self.session_prefix = keys.session_channel_prefix(self.resource)
         self.shared = f"{base}:prod:shared"
         self.waiters = f"{base}:prod:waiters"
         self.waiting_leases = f"{base}:prod:waitexp"

@@ -9,7 +9,9 @@
   ARGV[5]  new_inc      incarnation to store if the row is created now
   ARGV[6]  seen_inc     incarnation the handle saw before ('' if none)
   ARGV[7]  seen_token   highest token the handle saw before (0 if none)
-  ARGV[8]  session_ch   prefix of the per-session channel; the severed session id is appended
+  ARGV[8]  session_ch   prefix of the severed holder's channel, <ns>:{<resource>}:session:
+                        (this row's hash tag: published in this slot); the session id is
+                        appended
 
   A grant to a new session also records 'since' (server ms): when the current term began.
 
@@ -18,6 +20,8 @@
     it, live or lapsed but unclaimed: same token, lease extended).
   Errors: CONFLICT (another live holder), STALE_GENERATION (stored G > requested g),
     STATE_LOST (G9), WRONG_TYPE (the key is not a hash).
+  Notifies (last, never failing the claim; sharded pub/sub where the server has it): a
+    severed holder on session_ch .. <its session>: "severed <old token> <new token> <key>".
 
   Rules: g None takes a free resource with G+1 or keeps the caller's own; g > 0 fails if
   G > g, else sets G := g and severs any holder; g == 0 always wins and sets G := 0. Every

@@ -13,8 +13,10 @@
   ARGV[5]  new_inc     incarnation to store if the row is created now
   ARGV[6]  seen_inc    row incarnation the producer saw ('' if none)
   ARGV[7]  my_wgen     for 'wait': the wgen it first queued under ('' on its first call)
-  ARGV[8]  session_ch  prefix of per-session channels (a severed holder is told)
-  ARGV[9]  released_ch channel waiters listen on
+  ARGV[8]  session_ch  prefix of the severed holder's channel, <ns>:{<t>/<p>}:session:
+                       (this partition's hash tag: published in this slot); the session id
+                       is appended
+  ARGV[9]  released_ch channel waiters listen on, in this slot (<row key>:released)
   ARGV[10] named       '1' if ARGV[2] is the producer's name: a live exclusive holder of the
                        same name is an older incarnation and is taken over at once
   ARGV[11] part_inc    the partition incarnation the producer saw (G9: a topic handle
@@ -27,6 +29,9 @@
                                                 remaining_ms or a message on released_ch
   Errors: PRODUCER_BUSY (reason 'exclusive' | 'shared' | 'waiting'), PRODUCER_FENCED (a
     waiter fenced by EXCLUSIVE_WITH_FENCING), STATE_LOST, WRONG_TYPE, BAD_ARGUMENT.
+  Notifies (last; sharded pub/sub where the server has it): a severed exclusive holder on
+    session_ch .. <its session> ("severed <old epoch> <new epoch> <row key>"), and waiters
+    on released_ch after EXCLUSIVE_WITH_FENCING ("fenced <epoch>").
 
   Rules: SHARED is refused while a live exclusive holder or a live waiter exists, and its
   first registration after an exclusive regime bumps the epoch. EXCLUSIVE is refused while

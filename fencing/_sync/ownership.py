@@ -94,7 +94,8 @@ class Ownership(ProcessBound):
         self._grants: dict[str, Grant] = {}
         self._seen: dict[str, Seen] = {}
         self._lost: dict[str, FencingError] = {}
-        self._session_sub: Subscription | None = None
+        #: Per held resource, this session's "severed" channel (in the resource's slot).
+        self._session_subs: dict[str, Subscription] = {}
         self._closed = False
         #: time.monotonic() just before the last claim attempt was sent: a lease granted by
         #: it runs at least ttl from then (elections time their renew deadline from it).
@@ -142,13 +143,14 @@ class Ownership(ProcessBound):
         deadline = None if limit is None else time.monotonic() + limit
         self._ready()
         self._client._check_durability(self.durability)
-        self._ensure_session_subscription()
         taken: list[Grant] = []
         result: dict[str, Grant] = {}
         current: Target | None = None
+        targets = self._ordered(names)
         try:
-            for target in self._ordered(names):
+            for target in targets:
                 current = target
+                self._ensure_session_subscription(target)
                 grant = self._claim_one(target, gen, wait=wait, deadline=deadline)
                 current = None
                 result[target.resource] = grant
@@ -162,6 +164,10 @@ class Ownership(ProcessBound):
                 # by nobody, until its lease lapses.
                 self._abandon(current)
             raise
+        finally:
+            self._leave_session_channels(
+                [t.resource for t in targets if t.resource not in self._grants]
+            )
         return result
 
     def renew(self, resources: Iterable[str] | str | None = None) -> dict[str, Grant]:
@@ -239,6 +245,8 @@ class Ownership(ProcessBound):
             with self._lock:
                 if self._grants.get(target.resource) == grant:
                     del self._grants[target.resource]
+            if target.resource not in self._grants:
+                self._leave_session_channels([target.resource])
         if failure is not None:
             raise failure
         return out
@@ -262,9 +270,7 @@ class Ownership(ProcessBound):
             )
         # (An interrupted close leaves the handle open, so that close() can run again.)
         self._closed = True
-        if self._session_sub is not None:
-            sub, self._session_sub = self._session_sub, None
-            sub.close()
+        self._leave_session_channels(list(self._session_subs))
 
     def __enter__(self) -> Ownership:
         return self
@@ -433,12 +439,23 @@ class Ownership(ProcessBound):
                 del self._grants[grant.resource]
                 self._lost[grant.resource] = exc
 
-    def _ensure_session_subscription(self) -> None:
-        if self._session_sub is None:
-            channel = self._client.keys.session_channel(self.session)
-            self._session_sub = self._client._notifications.subscribe(
-                channel, self._on_session_message
+    def _ensure_session_subscription(self, target: Target) -> None:
+        """Listen on this session's "severed" channel of ``target`` (in its slot, so a
+        sharded message of the claim that severs us reaches us on a cluster too)."""
+        if target.resource not in self._session_subs:
+            sub = self._client._notifications.subscribe(
+                target.session_channel(self.session), self._on_session_message
             )
+            with self._lock:
+                self._session_subs[target.resource] = sub
+
+    def _leave_session_channels(self, resources: list[str]) -> None:
+        """Stop listening on the "severed" channels of resources no longer held."""
+        for resource in resources:
+            with self._lock:
+                sub = self._session_subs.pop(resource, None)
+            if sub is not None:
+                sub.close()
 
     def _on_session_message(self, data: bytes | None) -> None:
         if data is None:

@@ -28,6 +28,9 @@ class Target:
     resource: str
     key: str
     released_channel: str
+    #: Where a severed holder of this row is told (the script appends its session): in
+    #: the row's slot, so the claim publishes on its own shard.
+    session_prefix: str
 
     @classmethod
     def of(cls, keys: Keys, group: str, resource: str) -> Target:
@@ -36,7 +39,12 @@ class Target:
             resource=resource,
             key=keys.ownership(group, resource),
             released_channel=keys.released_channel(group, resource),
+            session_prefix=keys.session_channel_prefix(resource),
         )
+
+    def session_channel(self, session: str) -> str:
+        """The channel that tells ``session`` its grant on this row was severed."""
+        return self.session_prefix + session
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +172,7 @@ def claim(
             new_incarnation,
             seen.incarnation if seen else "",
             seen.token if seen else 0,
-            keys.session_channel_prefix(),
+            target.session_prefix,
         ),
         parse=parse,
         error=_errors(target),
