@@ -4,14 +4,20 @@
 
 Copies of ``lua/append-6.lua`` cut short after each step run against the same arguments as
 the full script, alternating, in one process; INFO commandstats gives the server's own
-microseconds per call. The difference between two cuts is what that step costs.
+microseconds per call. The difference between two cuts is what that step costs. Cut copies
+never write, so they are all sent the same sequence (the next one after the state's): each
+measures its accepting path, never an OUT_OF_ORDER_SEQUENCE error. The minimal
+check-and-write script of ``bench.coalesce`` (the floor of any fenced append) runs alongside
+with its own two keys and arguments.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import statistics
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import redis
 
@@ -19,7 +25,10 @@ import fencing
 from fencing import AccessMode, protocol
 from fencing.lua_loader import _build, lua_dir, script
 
+from .coalesce import FLOOR_SCRIPT, VALUE
 from .common import server
+
+FLOOR = "minimal check-and-write script (bench.coalesce)"
 
 #: Where each cut copy of the script returns early: before the step comments of
 #: lua/append-6.lua (each check is marked with the guarantee it serves).
@@ -41,14 +50,21 @@ def main() -> None:
             cut = source[: source.index(marker)] + "return {0, 0, 0, 0}\n"
             variants[name] = _build("append", 6, cut, lua_dir()).source
         variants["no-op with the same arguments"] = "return {0, 0, 0, 0}"
+        variants[FLOOR] = FLOOR_SCRIPT
         calls: dict[str, Callable[[], protocol.ScriptCall[object]]] = {}
         shas: dict[str, str] = {}
         for i, (name, src) in enumerate(variants.items()):
+            shas[name] = r.script_load(src)
+            if name == FLOOR:
+                floor = SimpleNamespace(keys=("cost:{f}:meta", "cost:{f}:stream"), args=(1, VALUE))
+                calls[name] = lambda f=floor: f  # type: ignore[misc]
+                continue
             topic = client.topic(f"t{i}", partitions=1)
             producer = topic.producer(AccessMode.EXCLUSIVE, lease_ttl=600)
             producer.send(b"x")
             standing = producer._standing[0]
-            counter = iter(range(1, 10**9))
+            # The full script writes, so its sequence moves on; a cut copy never does.
+            counter = iter(range(1, 10**9)) if name == "full script" else itertools.repeat(1)
 
             def make(t=topic, st=standing, seq=counter) -> protocol.ScriptCall[object]:  # type: ignore[no-untyped-def]
                 batch = protocol.topic.encode_batch([fencing.Record(b"x" * 100)], t.limits)
@@ -63,9 +79,8 @@ def main() -> None:
                 )
 
             calls[name] = make
-            shas[name] = r.script_load(src)
         usec: dict[str, list[float]] = {name: [] for name in variants}
-        for _ in range(8):
+        for _ in range(12):
             for name in variants:
                 r.config_resetstat()
                 for _ in range(300):
