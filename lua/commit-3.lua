@@ -13,12 +13,15 @@
   ARGV[5]  group       the consumer group
   ARGV[6]  offset      the next offset to read (0 <= offset <= the partition's next offset)
   ARGV[7]  seen_next   the highest next offset the member saw on the partition (G9)
+  ARGV[8]  last        the offset this member last committed under this grant ('' if none, or
+                       if that commit's outcome is unknown): the stored one must still be it
 
   Returns {offset, now_ms}.
   Errors: FENCED (another session was granted since, or the grant was released),
     LEASE_EXPIRED (lapsed by server time, nobody else granted yet: renew to continue),
     STATE_LOST (G9: the row or the partition is gone, was recreated, or went back below
-      an offset the member saw),
+      an offset the member saw; or the committed offset is no longer the one this member
+      last committed: a failover lost that commit),
     OFFSET_OUT_OF_RANGE (past the partition's next offset), WRONG_TYPE, BAD_ARGUMENT.
 ]]
 --- @include "common"
@@ -62,6 +65,14 @@ end
 local ct = key_type(KEYS[3])
 if ct ~= 'none' and ct ~= 'hash' then
   return fail(E.WRONG_TYPE, ct, KEYS[3])
+end
+local last = ARGV[8]
+if last ~= nil and last ~= '' then
+  -- G9: the commit this member made last is still there (with its token), or it was lost.
+  local c = redis.call('HMGET', KEYS[3], group, group .. '#t')
+  if c[1] ~= last or c[2] ~= ARGV[2] then
+    return fail(E.STATE_LOST, 'committed', last, c[1] or '-')
+  end
 end
 redis.call('HSET', KEYS[3], group, offset, group .. '#t', token)
 return {offset, now}

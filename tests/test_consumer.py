@@ -108,6 +108,41 @@ def test_a_superseded_member_commit_is_fenced_and_writes_nothing(
     old.close()
 
 
+def test_a_commit_lost_by_the_server_is_state_lost_not_gone_back(
+    orders: Topic, raw: redis.Redis, client: Client
+) -> None:
+    """What a failover that lost the last commit leaves (the stored offset is the one
+    before it): the live consumer's next commit and committed() raise StateLost and write
+    nothing, where they used to carry on from the older offset (G9)."""
+    c = orders.consumer("g", "a", partitions=[0], ttl=1.0)
+    c.poll(max_records=2)
+    assert c.commit() == {0: 2}
+    c.poll(max_records=2)
+    assert c.commit() == {0: 4}
+    pk = client.keys.partition("orders", 0)
+    raw.hset(pk.committed, "g", 2)  # the commit of 4 is lost
+    with pytest.raises(fencing.StateLost, match="had committed 4"):
+        c.commit()
+    assert raw.hget(pk.committed, "g") == b"2"
+    with pytest.raises(fencing.StateLost, match="committed 4"):
+        c.committed(0)
+    c.close()  # (a handle that lost state leaves its lease to lapse)
+    # A new consumer resumes from what is stored (and commits on).
+    with orders.consumer("g", "b", partitions=[0], wait=True, timeout=10.0) as again:
+        assert again.position(0) == 2
+        again.poll(max_records=1)
+        assert again.commit() == {0: 3}
+
+
+def test_a_member_may_commit_a_lower_offset_itself(orders: Topic) -> None:
+    with orders.consumer("g", "a", partitions=[0]) as c:
+        c.poll(max_records=5)
+        assert c.commit() == {0: 5}
+        assert c.commit({0: 1}) == {0: 1}  # a rewind of its own is no loss
+        assert c.committed(0) == 1
+        assert c.commit({0: 3}) == {0: 3}
+
+
 def test_racing_members_commit_only_as_the_current_owner(
     orders: Topic, client: Client, raw: redis.Redis
 ) -> None:

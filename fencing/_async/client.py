@@ -433,7 +433,7 @@ class Client:
                 mark = runtime.cancel_mark()
                 values = await _config_values(driver_redis, "maxmemory-policy")
                 runtime.check_cancel(mark)
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            except _UNREACHABLE as exc:
                 raise Unavailable(f"cannot reach Redis to check its configuration: {exc}") from exc
             except redis.exceptions.ResponseError as exc:
                 raise ConfigurationError(
@@ -466,7 +466,7 @@ class Client:
             except redis.exceptions.ResponseError:
                 has_waitaof = False
             appendonly = await _config_values(r, "appendonly")
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        except _UNREACHABLE as exc:
             raise Unavailable(f"cannot reach Redis to check acks='fsync': {exc}") from exc
         if not has_waitaof:
             raise ConfigurationError(
@@ -526,6 +526,15 @@ class Client:
             kw = self._base.connection_pool.connection_kwargs
             where = kw.get("path") or f"{kw.get('host')}:{kw.get('port')}"
         return f"<fencing.Client {where} namespace={self.namespace!r}>"
+
+
+#: Errors of a configuration check that mean "Redis could not be asked" (a cluster between
+#: states: "All slots are not covered", a node down mid-failover).
+_UNREACHABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.RedisClusterException,
+)
 
 
 async def _config_values(r: Any, name: str) -> dict[str, str]:

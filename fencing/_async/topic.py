@@ -305,6 +305,7 @@ class Topic:
         ttl: float = 10.0,
         wait: bool = False,
         timeout: float | None = None,
+        acks: str = "leader",
     ) -> Consumer:
         """A single reader of ``partitions`` in consumer ``group``: it owns each partition
         through the ownership row (group, "<topic>/<partition>") until it is closed.
@@ -314,13 +315,16 @@ class Topic:
         or an offset. A partition held by another member raises
         :class:`~fencing.OwnershipConflict`, or with ``wait=True`` waits (up to ``timeout``
         seconds, None = forever) and is woken when it is released or its lease lapses.
+        ``acks`` is what its claims and commits wait for, as for producers ("leader",
+        "replicated" or "fsync"; see the README's "Durability"). A commit that a failover
+        lost is reported: the next ``commit()`` raises :class:`~fencing.StateLost`.
 
         >>> async with await topic.consumer("billing", "host-a", partitions=[0]) as c:
         ...     records = await c.poll(max_records=100, block_ms=1000)
         ...     await c.commit()
         """
         await self.open()
-        consumer = Consumer(self, group, member_id, partitions, start=start, ttl=ttl)
+        consumer = Consumer(self, group, member_id, partitions, start=start, ttl=ttl, acks=acks)
         await consumer._open(start, wait=wait, timeout=timeout)
         return consumer
 

@@ -27,6 +27,7 @@ from ..errors import (
     FencingError,
     InvalidArgument,
     InvalidArgumentType,
+    NotEnoughReplicas,
     StateLost,
 )
 from ..keys import validate_label
@@ -97,10 +98,11 @@ class Consumer(ProcessBound):
         *,
         start: Start = "committed",
         ttl: float = 10.0,
+        acks: str = "leader",
     ) -> None:
         self.topic = topic
         self.member_id = validate_label("member_id", member_id)
-        self._owner = Ownership(topic._client, group, self.member_id, validate_ttl(ttl))
+        self._owner = Ownership(topic._client, group, self.member_id, validate_ttl(ttl), acks=acks)
         self.group = self._owner.group
         self.ttl = self._owner.ttl
         if not (isinstance(start, int) and not isinstance(start, bool)) and start not in (
@@ -120,6 +122,9 @@ class Consumer(ProcessBound):
         self._renewal: Task | None = None
         self._closed = False
         self._next = 0  # round-robin start of the next poll
+        #: partition -> (token, offset) this member committed last under that grant: the
+        #: next commit checks it is still stored (a failover can lose a commit, G9).
+        self._last_commit: dict[int, tuple[int, int]] = {}
         self._bind_process()
 
     def _open(self, start: Start, *, wait: bool, timeout: float | None) -> None:
@@ -211,6 +216,7 @@ class Consumer(ProcessBound):
             pk = self._keys[p]
             resource = self._resources[p]
             grant = self._owner._held(resource)
+            last = self._last_commit.get(p)
             call = protocol.consumer.commit(
                 self._owner._target(resource),
                 pk,
@@ -219,12 +225,21 @@ class Consumer(ProcessBound):
                 partition_incarnation=self.topic.incarnation_of(p),
                 offset=wanted[p],
                 seen_next=self.topic.seen_next(p),
+                last=last[1] if last is not None and last[0] == grant.token else None,
             )
+            owner = self._owner
             try:
-                done[p] = self._owner._driver().execute(call, self._owner._budget)
+                done[p] = owner._driver().execute(call, owner._budget, owner.durability)
             except (Fenced, StateLost) as exc:
-                self._owner._lose(grant, exc)
+                owner._lose(grant, exc)
                 raise
+            except NotEnoughReplicas:
+                self._last_commit[p] = (grant.token, wanted[p])  # on the primary
+                raise
+            except BaseException:
+                self._last_commit.pop(p, None)  # it may or may not have been written
+                raise
+            self._last_commit[p] = (grant.token, wanted[p])
         return done
 
     def committed(self, partition: int) -> int | None:
@@ -234,9 +249,21 @@ class Consumer(ProcessBound):
         """
         pk = self.topic.partition_keys(partition)
         self._check_process()
-        return self.topic._driver().read(
+        value = self.topic._driver().read(
             protocol.consumer.committed(pk, self.group), self.topic.budget
         )
+        last = self._last_commit.get(pk.partition)
+        if last is not None and (value is None or value < last[1]):
+            raise StateLost(
+                f"the committed offset of group {self.group!r} on {self.topic.name!r} "
+                f"partition {pk.partition} is {value}, but this member committed {last[1]} "
+                "there: the Redis server lost that commit (a failover, FLUSHALL, a restart "
+                "without persistence). Open a new consumer: it resumes from the committed "
+                "offset, and reads again what the lost commit covered",
+                reason="committed",
+                key=pk.committed,
+            )
+        return value
 
     def position(self, partition: int) -> int:
         """The offset the next poll reads from on an owned ``partition``."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import FencingError, WrongKeyType
+from ..errors import FencingError, StateLost, WrongKeyType
 from ..grant import Grant
 from ..keys import PartitionKeys
 from ..lua_loader import script
@@ -23,13 +23,26 @@ def commit(
     partition_incarnation: str,
     offset: int,
     seen_next: int,
+    last: int | None = None,
 ) -> ScriptCall[int]:
     """Store ``offset`` as ``target.group``'s committed offset of one partition, iff the
-    caller's grant on that partition's row is still the current one."""
+    caller's grant on that partition's row is still the current one, and (``last``) the
+    stored offset is still the one this member last committed under that grant."""
     own_errors = ownership_errors(target)
     part_errors = partition_errors(pk)
 
     def convert(reply: ErrorReply) -> FencingError:
+        if reply.code == "STATE_LOST" and reply.fields.get("reason") == "committed":
+            return StateLost(
+                f"the committed offset of group {target.group!r} on {pk.topic!r} partition "
+                f"{pk.partition} is {reply.fields['found']}, but this member had committed "
+                f"{reply.fields['seen']} there: the Redis server lost that commit (a "
+                "failover, FLUSHALL, a restart without persistence). Nothing was written. "
+                "Open a new consumer: it resumes from the committed offset, and reads again "
+                "what the lost commit covered",
+                reason="committed",
+                key=pk.committed,
+            )
         # STATE_LOST names the incarnation it expected: the partition's or the grant's.
         partition_side = reply.code == "OFFSET_OUT_OF_RANGE" or (
             reply.code == "STATE_LOST"
@@ -52,6 +65,7 @@ def commit(
             target.group,
             offset,
             seen_next,
+            "" if last is None else last,
         ),
         parse=lambda reply: int(reply[0]),
         error=convert,

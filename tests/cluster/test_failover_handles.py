@@ -388,20 +388,16 @@ def test_a_failover_losing_renewals_ends_the_old_term_before_the_next(
 # -- consumers ------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="a commit lost in a failover goes back silently")
 def test_a_consumer_whose_commit_was_lost_reports_state_lost(
     own_cluster: EmbeddedCluster, cut_shard: Callable[[str], Cut]
 ) -> None:
     """A consumer commits offset 2, then (replica cut off) offset 4, acknowledged by the
     master only; a failover loses the second commit. The live consumer then reads
     ``committed(0) == 2`` and commits on as if nothing happened, and a successor would
-    re-process records 2..3: the group's committed offset went backwards under a live
-    handle without StateLost (G9: no handle continues on an offset that went backwards),
-    and consumers have no ``acks=`` to avoid it. Expected: the handle remembers the
-    highest offset it committed and commit()/committed() raise StateLost when the stored
-    one is below it. Fix: lua/commit-3.lua (an ARGV with the handle's last commit, checked
-    like seen_next) and fencing/_async/consumer.py Consumer.commit/committed; and an
-    ``acks=`` for topic.consumer (fencing/_async/topic.py Topic.consumer)."""
+    re-process records 2..3 (found by review: the committed offset went backwards under a
+    live handle without StateLost). Now the handle remembers what it committed last under
+    its grant, commit() checks it is still stored (lua/commit-3.lua), and committed() too:
+    both raise StateLost."""
     ns = "fh-commit"
     client = fencing.Client.from_url(own_cluster.url, namespace=ns)
     try:
@@ -428,17 +424,20 @@ def test_a_consumer_whose_commit_was_lost_reports_state_lost(
         client.close()
 
 
-@pytest.mark.xfail(strict=True, reason="topic.consumer has no acks=")
 def test_a_consumer_takes_acks(own_cluster: EmbeddedCluster) -> None:
     """Issue 15: durability per producer, per claim and per election. A consumer's claim
-    and its commits are claims and writes of the ownership table, but ``topic.consumer``
-    takes no ``acks=`` (TypeError), so a consumer's grant and commits are always
-    acks='leader'. Fix: fencing/_async/topic.py Topic.consumer and
-    fencing/_async/consumer.py (pass acks to its Ownership, wait behind commit)."""
+    and its commits are claims and writes of the ownership table: ``topic.consumer`` takes
+    ``acks=`` (it used to raise TypeError), and a commit under acks='replicated' is waited
+    for."""
     client = fencing.Client.from_url(own_cluster.url, namespace="fh-cacks")
     try:
         topic = client.topic("t", partitions=1)
-        consumer = topic.consumer("grp", "m", [0], acks="replicated")  # type: ignore[call-arg]
+        with topic.producer() as producer:
+            producer.send(b"v", partition=0)
+        consumer = topic.consumer("grp", "m", [0], acks="replicated")
+        assert len(consumer.poll()) == 1
+        assert consumer.commit() == {0: 1}
+        assert consumer.committed(0) == 1
         consumer.close()
     finally:
         client.close()
