@@ -66,6 +66,8 @@ T = TypeVar("T")
 #: Calls a sender makes for others once its own records are answered, before it lets the
 #: partition's lock go and wakes the next queued caller to go on (bounds its latency).
 _SERVE_AFTER_OWN = 8
+#: How long a queued send sleeps before it looks at the lock again on its own.
+_RECHECK_SECONDS = 0.5
 
 
 class _Standing:
@@ -544,8 +546,9 @@ class Producer(ProcessBound):
                     # A call is in flight: its sender takes this entry in a next call, or
                     # wakes us to send the queue ourselves (group commit). Never wait on
                     # the lock itself: a caller already answered would still have to get
-                    # it, one after the other, before the next call could start.
-                    await entry.event.wait()
+                    # it, one after the other, before the next call could start. (The
+                    # timeout only bounds a wake-up that never came: it looks again.)
+                    await entry.event.wait(_RECHECK_SECONDS)
         except BaseException:
             with standing.guard:
                 entry.abandoned = True  # not sent if it was not taken yet

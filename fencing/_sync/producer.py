@@ -68,6 +68,8 @@ T = TypeVar("T")
 #: Calls a sender makes for others once its own records are answered, before it lets the
 #: partition's lock go and wakes the next queued caller to go on (bounds its latency).
 _SERVE_AFTER_OWN = 8
+#: How long a queued send sleeps before it looks at the lock again on its own.
+_RECHECK_SECONDS = 0.5
 
 
 class _Standing:
@@ -546,8 +548,9 @@ class Producer(ProcessBound):
                     # A call is in flight: its sender takes this entry in a next call, or
                     # wakes us to send the queue ourselves (group commit). Never wait on
                     # the lock itself: a caller already answered would still have to get
-                    # it, one after the other, before the next call could start.
-                    entry.event.wait()
+                    # it, one after the other, before the next call could start. (The
+                    # timeout only bounds a wake-up that never came: it looks again.)
+                    entry.event.wait(_RECHECK_SECONDS)
         except BaseException:
             with standing.guard:
                 entry.abandoned = True  # not sent if it was not taken yet
@@ -904,9 +907,7 @@ class Producer(ProcessBound):
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _execute(
-        self, call: protocol.ScriptCall[T], durability: Durability | None = None
-    ) -> T:
+    def _execute(self, call: protocol.ScriptCall[T], durability: Durability | None = None) -> T:
         driver = self.topic._client._driver(self._budget.timeout)
         return driver.execute(call, self._budget, durability)
 

@@ -46,10 +46,12 @@ class Signal:
         """Wake the waiter (or the next wait)."""
         self._event.set()
 
-    async def wait(self) -> None:
-        """Wait until set, and clear it."""
-        await self._event.wait()
+    async def wait(self, timeout: float) -> bool:
+        """Wait until set (True), or ``timeout`` seconds (False); clears it."""
+        await within(timeout, self._event.wait())
+        got = self._event.is_set()
         self._event.clear()
+        return got
 
 
 async def try_lock(lock: asyncio.Lock) -> bool:

@@ -50,9 +50,9 @@ class Signal:
         with contextlib.suppress(RuntimeError):  # already set
             self._lock.release()
 
-    def wait(self) -> None:
-        """Wait until set, and clear it."""
-        self._lock.acquire()
+    def wait(self, timeout: float) -> bool:
+        """Wait until set (True), or ``timeout`` seconds (False); clears it."""
+        return self._lock.acquire(timeout=timeout)
 
 
 def try_lock(lock: threading.Lock) -> bool:
