@@ -30,9 +30,9 @@ COMMANDS: tuple[str, ...] = (
     "xadd", "xrange", "xtrim", "xlen", "xread",
     "zadd", "zcard", "zrange", "zrangebyscore", "zrank", "zrem", "zremrangebyscore",
     "zscore", "zcount",
-    "publish",
+    "publish", "spublish",
     # plain commands
-    "get", "incr", "incrby", "ping", "subscribe", "unsubscribe",
+    "get", "incr", "incrby", "ping", "subscribe", "unsubscribe", "ssubscribe", "sunsubscribe",
     "scan",  # the CLI's listings (the key pattern still limits what they see)
     "wait", "waitaof",
     "config|get",

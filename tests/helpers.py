@@ -40,6 +40,11 @@ def next_message(pubsub: redis.client.PubSub, timeout: float = 10.0) -> dict[str
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         message: dict[str, Any] | None = pubsub.get_message(timeout=0.1)
-        if message is not None and message["type"] in ("message", "subscribe"):
+        if message is not None and message["type"] in (
+            "message",
+            "subscribe",
+            "smessage",
+            "ssubscribe",
+        ):
             return message
     raise AssertionError(f"no pub/sub message within {timeout}s")

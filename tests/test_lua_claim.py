@@ -275,8 +275,8 @@ def subscriber(r: redis.Redis) -> Iterator[redis.client.PubSub]:
 
 
 def subscribe(pubsub: redis.client.PubSub, channel: str) -> None:
-    pubsub.subscribe(channel)
-    assert next_message(pubsub)["type"] == "subscribe"
+    pubsub.ssubscribe(channel)
+    assert next_message(pubsub)["type"] == "ssubscribe"
 
 
 def test_severing_claim_publishes_to_the_old_session(
@@ -309,5 +309,5 @@ def test_claims_that_sever_nobody_publish_nothing(
     with pytest.raises(redis.ResponseError):
         claim(r, key, "s2")
     # A marker published after the claims arrives first iff the claims published nothing.
-    r.publish(SESSION_CH + "s1", "marker")
+    r.spublish(SESSION_CH + "s1", "marker")
     assert next_message(subscriber)["data"] == "marker"

@@ -61,7 +61,7 @@ class Inbox:
             self._cond.notify_all()
 
     def expect(self, raw: redis.Redis, channel: str, timeout: float = DEADLINE) -> None:
-        """PUBLISH a fresh payload on ``channel`` (again every 0.1 s: a message sent while
+        """SPUBLISH a fresh payload on ``channel`` (again every 0.1 s: a message sent while
         the listener reconnects is lost by design) until the callback got it."""
         payload = uuid.uuid4().hex.encode()
         deadline = time.monotonic() + timeout
@@ -69,8 +69,8 @@ class Inbox:
             while payload not in self.got:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    pytest.fail(f"a PUBLISH on {channel} never reached its callback")
-                raw.publish(channel, payload)
+                    pytest.fail(f"an SPUBLISH on {channel} never reached its callback")
+                raw.spublish(channel, payload)
                 self._cond.wait(min(0.1, left))
 
 

@@ -85,7 +85,7 @@ def test_waiting_claim_is_woken_by_release(client: Client, raw: redis.Redis) -> 
     # The waiter is refused first and then subscribes; wait until it is parked on the channel.
     channel = client.keys.released_channel("journal", "r")
     deadline = time.monotonic() + 10
-    while raw.pubsub_numsub(channel)[0][1] == 0:
+    while raw.pubsub_shardnumsub(channel)[0][1] == 0:
         assert time.monotonic() < deadline, "waiter never subscribed"
         time.sleep(0.005)
     holder.release()

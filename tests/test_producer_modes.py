@@ -176,7 +176,7 @@ def test_exclusive_on_several_partitions_releases_what_it_took_on_refusal(
         new_incarnation="inc",
         seen_incarnation="",
         wgen=None,
-        session_channel_prefix=client.keys.session_channel_prefix(),
+        session_channel_prefix=pk.session_prefix,
         partition_incarnation=topic.incarnation_of(2),
     )
     client._driver(1.0).execute(call, client._budget_default())

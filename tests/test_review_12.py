@@ -881,10 +881,10 @@ def test_a_consumer_that_could_not_open_leaves_no_subscription_behind(
     topic = client.topic("orders", partitions=1)
     _fill(topic, 1)
     holder = topic.consumer("g", "holder", partitions=[0], ttl=30.0)
-    prefix = client.keys.session_channel_prefix()
+    pattern = f"{client.namespace}:*:session:*"  # one channel per (resource, session)
 
     def sessions() -> int:
-        return len(raw.pubsub_channels(prefix + "*"))
+        return len(raw.pubsub_shardchannels(pattern))
 
     before = sessions()
     for _ in range(20):

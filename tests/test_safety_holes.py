@@ -456,14 +456,14 @@ def test_a_waiting_claim_rechecks_when_the_release_notification_never_comes(
     if not server.owned:
         pytest.skip("creates an ACL user")
     user, password = f"nopub-{namespace}", uuid.uuid4().hex
-    # A holder whose ACL forbids PUBLISH: its release happens, its notification does not.
+    # A holder whose ACL forbids (S)PUBLISH: its release happens, its notification does not.
     raw.acl_setuser(
         user,
         enabled=True,
         passwords=[f"+{password}"],
         keys=["*"],
         channels=["*"],
-        commands=["+@all", "-publish"],
+        commands=["+@all", "-publish", "-spublish"],
     )
     url = urlparse(server.url)
     holder_client = Client.from_url(
@@ -484,7 +484,7 @@ def test_a_waiting_claim_rechecks_when_the_release_notification_never_comes(
         thread = threading.Thread(target=wait)
         thread.start()
         channel = client.keys.released_channel("g", "r")
-        wait_until(lambda: raw.pubsub_numsub(channel)[0][1] >= 1)
+        wait_until(lambda: raw.pubsub_shardnumsub(channel)[0][1] >= 1)
         assert holder.release("r") == {"r": True}
         thread.join(15)
         (result,) = out

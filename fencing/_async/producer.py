@@ -306,7 +306,7 @@ class Producer(ProcessBound):
             new_incarnation=secrets.token_hex(8),
             seen_incarnation=seen,
             wgen=wgen,
-            session_channel_prefix=self.topic._client.keys.session_channel_prefix(),
+            session_channel_prefix=pk.session_prefix,
             partition_incarnation=self.topic.incarnation_of(pk.partition),
             named=self.name is not None,
         )

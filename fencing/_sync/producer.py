@@ -308,7 +308,7 @@ class Producer(ProcessBound):
             new_incarnation=secrets.token_hex(8),
             seen_incarnation=seen,
             wgen=wgen,
-            session_channel_prefix=self.topic._client.keys.session_channel_prefix(),
+            session_channel_prefix=pk.session_prefix,
             partition_incarnation=self.topic.incarnation_of(pk.partition),
             named=self.name is not None,
         )
@@ -907,7 +907,9 @@ class Producer(ProcessBound):
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _execute(self, call: protocol.ScriptCall[T], durability: Durability | None = None) -> T:
+    def _execute(
+        self, call: protocol.ScriptCall[T], durability: Durability | None = None
+    ) -> T:
         driver = self.topic._client._driver(self._budget.timeout)
         return driver.execute(call, self._budget, durability)
 
