@@ -448,8 +448,9 @@ def _records(pk: PartitionKeys, entries: list[Any]) -> list[Record]:
       equal values, not once per record;
     - offsets: when the first and last IDs are 0-a and 0-b with b - a = len - 1, the entries
       are exactly 0-a .. 0-b (IDs strictly increase), so no other ID is parsed;
-    - fields: an entry in the append script's own layout (t, e, p, v) is unpacked by
-      position; any other layout (a key, headers, RESP3 maps) goes through a dict;
+    - fields: an entry in the append script's own layouts without headers (t, e, p, v and
+      t, e, p, v, k) is unpacked by position; any other (headers, RESP3 maps) goes through
+      a dict;
     - each Record is built as a :class:`_Building` (same slots, not frozen: plain attribute
       stores) whose class is then set to Record, without Record.__init__ (a frozen
       dataclass sets each field through object.__setattr__ and re-checks types): the
@@ -473,12 +474,17 @@ def _records(pk: PartitionKeys, entries: list[Any]) -> list[Record]:
     ts = epoch = 0
     pid: int | None = None
     for offset, (_, raw_fields) in zip(offsets, entries, strict=True):
-        if len(raw_fields) == 8 and type(raw_fields) is list:
+        size = len(raw_fields) if type(raw_fields) is list else 0
+        if size == 8:
             tn, t, en, e, pn, p, vn, value = raw_fields
+            key, headers = None, empty
             if tn != b"t" or en != b"e" or pn != b"p" or vn != b"v":
                 t, e, p, value, key, headers = _fields(raw_fields)
-            else:
-                key, headers = None, empty
+        elif size == 10:
+            tn, t, en, e, pn, p, vn, value, kn, key = raw_fields
+            headers = empty
+            if tn != b"t" or en != b"e" or pn != b"p" or vn != b"v" or kn != b"k":
+                t, e, p, value, key, headers = _fields(raw_fields)
         else:
             t, e, p, value, key, headers = _fields(raw_fields)
         if t != last_t:
