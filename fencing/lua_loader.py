@@ -4,7 +4,9 @@ Each atomic operation is one file ``<name>-<NKEYS>.lua``. Lines ``--- @include "
 ``include/x.lua`` (once per script, however often named). Scripts name error codes as
 ``E.<CODE>``; the loader checks each against the table of :mod:`fencing.codes` (a script
 that names a code missing from it is refused at load time) and writes it as the string
-literal ``"<CODE>"``, so no script builds a table of codes on every call.
+literal ``"<CODE>"``, so no script builds a table of codes on every call. A helper of an
+include that the script never names is left out (:func:`drop_unused`): Lua creates a closure
+for every ``local function`` each time a script runs, whether it is called or not.
 
 In a wheel the scripts live in ``fencing/lua``; in a source checkout, in the top-level
 ``lua/`` folder beside the package.
@@ -25,6 +27,16 @@ from .codes import CODES
 _FILE_RE = re.compile(r"(?P<name>[a-z][a-z0-9_]*)-(?P<nkeys>\d+)\.lua")
 _INCLUDE_RE = re.compile(r'^--- @include "(?P<name>[a-z_]+)"\s*$', re.MULTILINE)
 _CODE_USE_RE = re.compile(r"\bE\.([A-Z_]+)\b")
+# A top-level helper: from "local function <name>(" at the start of a line to the end of
+# that line if it ends with "end", else to the first line that is "end" alone (the includes'
+# style), with the comment lines right above it.
+_FUNCTION_RE = re.compile(
+    r"^(?:--[^\n]*\n)*local function (?P<name>[A-Za-z_][A-Za-z0-9_]*)\("
+    r"(?:[^\n]*\bend[ \t]*\n|.*?^end[ \t]*\n)",
+    re.MULTILINE | re.DOTALL,
+)
+# Comments on lines of their own, and comment blocks: names there do not count as uses.
+_COMMENT_RE = re.compile(r"--\[\[.*?\]\]|^[ \t]*--[^\n]*", re.MULTILINE | re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +87,34 @@ def _resolve_includes(text: str, folder: Traversable, seen: set[str]) -> str:
 
 
 def _build(name: str, nkeys: int, text: str, folder: Traversable) -> LuaScript:
-    body = _resolve_includes(text, folder, set())
+    body = drop_unused(_resolve_includes(text, folder, set()))
     unknown = sorted(set(_CODE_USE_RE.findall(body)) - set(CODES))
     if unknown:
         raise ValueError(f"script {name} uses error codes missing from fencing.codes: {unknown}")
     return LuaScript(name=name, nkeys=nkeys, source=resolve_codes(body))
+
+
+def drop_unused(body: str) -> str:
+    """Leave out every top-level ``local function`` that no code in ``body`` names.
+
+    >>> print(drop_unused("local function a() return 1 end\\n-- b\\nlocal function b()\\n"
+    ...     "  return 2\\nend\\nlocal function c()\\n  return a()\\nend\\nreturn c()\\n"))
+    local function a() return 1 end
+    local function c()
+      return a()
+    end
+    return c()
+    <BLANKLINE>
+    """
+    while True:
+        code = _COMMENT_RE.sub("", body)
+        kept = body
+        for match in reversed(list(_FUNCTION_RE.finditer(body))):
+            if len(re.findall(rf"\b{match.group('name')}\b", code)) == 1:
+                kept = kept[: match.start()] + kept[match.end() :]
+        if kept == body:
+            return body
+        body = kept
 
 
 def resolve_codes(body: str) -> str:

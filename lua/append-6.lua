@@ -77,36 +77,45 @@ local seen_next = int_arg(ARGV[2])
 if seen_next == nil then
   return fail(E.BAD_ARGUMENT, 'seen_next', ARGV[2])
 end
--- G9: the partition is the one the caller saw.
-local p, bad = load_partition(meta, stream, ARGV[1], seen_next)
-if bad then return bad end
+-- G9: the partition is the one the caller saw. Its stream's own check (stream_lost, a TYPE
+-- call) comes with the first write instead (append_records), or before any other reply:
+-- the order of the checks, and so which error a call gets, is as listed above.
+local v, next_offset = check_partition(meta, ARGV[1], seen_next)
+if not v then return next_offset end
+local bad
 -- G2: the producer still stands in its epoch.
 local _
 _, bad = check_standing(row_key, session, mode, epoch, row_inc)
-if bad then return bad end
+if bad then return stream_lost(stream, next_offset) or bad end
 -- G5: PID generation, then the sequence range and checksum.
 local now = now_ms()
-local state
-local expiry_ms = p.pidexp
 local name_vouches
 name_vouches, bad = check_name(names, name, producer, pid_gen)
-if bad then return bad end
+if bad then return stream_lost(stream, next_offset) or bad end
+-- The PID's state: as stored (raw, nil for none), its generation g, last sequence s, last
+-- refresh of the expiry index x and window position w (see include/idempotence.lua).
+local raw, g, s, x, w
+local new_state = false
 if first_s ~= nil then
-  state, bad = load_pid(pids, producer, now, expiry_ms)
-  if bad then return bad end
-  if state == nil or now - state.x >= EXPIRY_INDEX_MS then
+  local expiry_ms = tonumber(v[5] or DEFAULT_PID_EXPIRY_MS)
+  local o, _t
+  raw, g, s, _t, x, o, w = read_pid(pids, producer, now, expiry_ms)
+  if raw == false then return stream_lost(stream, next_offset) or g end
+  if raw == nil or now - x >= EXPIRY_INDEX_MS then
     -- The expiry index is written below (a new state, or a stale index entry).
     bad = check_expiry_index(pid_expiry)
-    if bad then return bad end
+    if bad then return stream_lost(stream, next_offset) or bad end
   end
-  if state ~= nil then
+  if raw ~= nil then
     -- Never take another incarnation's or another producer object's batches for ours.
-    bad = check_pid_owner(state, producer, pid_gen, session)
-    if bad then return bad end
-    if first_s ~= state.s + 1 then
+    bad = check_owner(g, o, producer, pid_gen, session)
+    if bad then return stream_lost(stream, next_offset) or bad end
+    if first_s ~= s + 1 then
+      bad = stream_lost(stream, next_offset)
+      if bad then return bad end
       -- Only a batch at or below the last sequence can be in the window (a resend).
-      if first_s <= state.s then
-        local seen = find_batch(state, first_s, last_s)
+      if first_s <= s then
+        local seen = find_batch({win = string.sub(raw, w)}, first_s, last_s)
         if seen == nil then
           return fail(E.DUPLICATE_SEQUENCE, producer, first_s, last_s, 'older-than-window')
         end
@@ -125,47 +134,44 @@ if first_s ~= nil then
             end
           end
         end
-        return {seen[4], now, p.start, 1, written}
+        return {seen[4], now, tonumber(v[3] or '0'), 1, written}
       end
-      return fail(E.OUT_OF_ORDER_SEQUENCE, producer, state.s + 1, first_s)
+      return fail(E.OUT_OF_ORDER_SEQUENCE, producer, s + 1, first_s)
     end
-    state.g = pid_gen
-    state.o = session
   else
     -- No state: a first batch, or an idle producer whose state expired (it starts afresh,
     -- KIP-360), judged by the PID's fence, which does not expire: an incarnation fenced by
     -- resume= never starts over below its fence once its state is gone.
     bad = check_fresh_start(names, producer, pid_gen, name_vouches)
-    if bad then return bad end
-    state = new_pid_state(pid_gen, first_s - 1, session)
-    state.new = true
+    if bad then return stream_lost(stream, next_offset) or bad end
+    new_state, x = true, 0
   end
 end
 
 -- G3: the expected offset.
 if expected ~= '' and int_arg(expected) == nil then
-  return fail(E.BAD_ARGUMENT, 'expected', expected)
+  return stream_lost(stream, next_offset) or fail(E.BAD_ARGUMENT, 'expected', expected)
 end
-if expected ~= '' and tonumber(expected) ~= p.next then
-  return fail(E.OFFSET_MISMATCH, expected, p.next)
+if expected ~= '' and tonumber(expected) ~= next_offset then
+  return stream_lost(stream, next_offset) or fail(E.OFFSET_MISMATCH, expected, next_offset)
 end
-local first = p.next
--- Fields as strings once: a Lua number would be formatted again for every record.
-local start = write_records(meta, stream, p, layout, 1, n, 15, string.format('%d', now),
-  ARGV[5], producer)
+local start
+start, bad = append_records(meta, stream, next_offset, tonumber(v[3] or '0'),
+  tonumber(v[4] or '0'), layout, 1, n, 15, string.format('%d', now), ARGV[5], producer, true)
+if bad then return bad end
 if mode == 'x' then
   -- A send extends the holder's lease: a lapsed holder that nobody replaced keeps its
   -- epoch (PIP-68), and a holder's lease always runs a full ttl past its last write.
-  redis.call('HSET', row_key, 'expires', now + ttl_ms)
+  redis.call('HSET', row_key, 'expires', string.format('%d', now + ttl_ms))
 end
-if state ~= nil then
-  if state.new then
+if first_s ~= nil then
+  if new_state then
     -- A new registration removes a few expired states of other producers (a write, so
     -- only now that every check passed).
-    state.new = nil
-    drop_expired(pids, pid_expiry, now, expiry_ms)
+    drop_expired(pids, pid_expiry, now, tonumber(v[5] or DEFAULT_PID_EXPIRY_MS))
   end
-  remember_batch(state, first_s, last_s, checksum, first)
-  save_pid(pids, pid_expiry, producer, state, now)
+  -- The state now belongs to this incarnation and producer object.
+  save_batch(pids, pid_expiry, producer, now, pid_gen, session, x, raw, w, first_s, last_s,
+    checksum, next_offset)
 end
-return {first, now, start, 0, epoch}
+return {next_offset, now, start, 0, epoch}

@@ -34,17 +34,28 @@
 local WINDOW = 5
 local MAX_EXPIRE = 10
 local EXPIRY_INDEX_MS = 60000
-local STATE_RE = '^(%-?%d+) (%-?%d+) (%d+) (%d+) ?([^|]*)'
+-- g, s, t, x, o, then the position of the window (its first bar, or past the end).
+local STATE_RE = '^(%-?%d+) (%-?%d+) (%d+) (%d+) ?([^|]*)()'
+-- The first WINDOW - 1 entries of a window (all of them if fewer): the ones a new batch keeps.
+local KEPT_RE = '^|?[^|]*|?[^|]*|?[^|]*|?[^|]*'
 
--- A state's table: {g, s, t, x, o, win = the window as stored ('' or '|...|...')}.
-local function decode_pid(raw)
-  local g, s, t, x, o = string.match(raw, STATE_RE)
+-- A state's fields: g, s, t, x (numbers), o, and the position of its window in raw; nil
+-- when raw is not a state.
+local function parse_pid(raw)
+  local g, s, t, x, o, w = string.match(raw, STATE_RE)
   if g == nil then
     return nil
   end
-  local bar = string.find(raw, '|', 1, true)
-  return {g = tonumber(g), s = tonumber(s), t = tonumber(t), x = tonumber(x), o = o,
-    win = bar and string.sub(raw, bar) or ''}
+  return tonumber(g), tonumber(s), tonumber(t), tonumber(x), o, w
+end
+
+-- A state's table: {g, s, t, x, o, win = the window as stored ('' or '|...|...')}.
+local function decode_pid(raw)
+  local g, s, t, x, o, w = parse_pid(raw)
+  if g == nil then
+    return nil
+  end
+  return {g = g, s = s, t = t, x = x, o = o, win = string.sub(raw, w)}
 end
 
 -- A state for a PID with nothing written yet (or nothing remembered), owned by a session.
@@ -106,14 +117,19 @@ end
 -- The PID's state belongs to the caller: PRODUCER_FENCED if a newer incarnation exists,
 -- STATE_LOST if another producer object owns it at the caller's generation (both were
 -- handed the same PID: the counter went backwards). Returns nil, or an error reply.
-local function check_pid_owner(state, pid, pid_gen, session)
-  if pid_gen < state.g then
-    return fail(E.PRODUCER_FENCED, pid_gen, state.g, 'pid-generation')
+-- (The state as its generation g and owner o.)
+local function check_owner(g, o, pid, pid_gen, session)
+  if pid_gen < g then
+    return fail(E.PRODUCER_FENCED, pid_gen, g, 'pid-generation')
   end
-  if foreign_owner(state, session) then
-    return fail(E.STATE_LOST, 'pid-reused', pid, state.g)
+  if o ~= '' and o ~= session then
+    return fail(E.STATE_LOST, 'pid-reused', pid, g)
   end
   return nil
+end
+
+local function check_pid_owner(state, pid, pid_gen, session)
+  return check_owner(state.g, state.o, pid, pid_gen, session)
 end
 
 -- The producer state expiry of a partition, from its metadata (KEYS of the caller), checked
@@ -155,25 +171,36 @@ local function drop_expired(pids, expiry, now, expiry_ms)
   end
 end
 
--- The state of a PID, nil if none or expired; or nil and an error reply. A state these
--- scripts cannot read (another version's format, or damaged) is STATE_LOST, never "none":
--- taking it for absent would start the PID afresh and drop its generation fence (G5, G9).
-local function load_pid(pids, pid, now, expiry_ms)
+-- The state of a PID as stored and its fields (parse_pid); nil if none or expired; or false
+-- and an error reply. A state these scripts cannot read (another version's format, or
+-- damaged) is STATE_LOST, never "none": taking it for absent would start the PID afresh
+-- and drop its generation fence (G5, G9).
+local function read_pid(pids, pid, now, expiry_ms)
   local raw, bad = read_checked('HGET', pids, pid)
   if bad then
-    return nil, bad
+    return false, bad
   end
   if not raw then
     return nil
   end
-  local state = decode_pid(raw)
-  if state == nil then
-    return nil, fail(E.STATE_LOST, 'pid-state', pid, pids)
+  local g, s, t, x, o, w = parse_pid(raw)
+  if g == nil then
+    return false, fail(E.STATE_LOST, 'pid-state', pid, pids)
   end
-  if state.t < now - expiry_ms then
+  if t < now - expiry_ms then
     return nil
   end
-  return state
+  return raw, g, s, t, x, o, w
+end
+
+-- The state of a PID as a table (decode_pid), nil if none or expired; or nil and an error
+-- reply (read_pid).
+local function load_pid(pids, pid, now, expiry_ms)
+  local raw, g, s, t, x, o, w = read_pid(pids, pid, now, expiry_ms)
+  if not raw then
+    return nil, g
+  end
+  return {g = g, s = s, t = t, x = x, o = o, win = string.sub(raw, w)}
 end
 
 -- Checks before any write that the expiry index is a zset (or absent).
@@ -209,18 +236,23 @@ end
 
 local function remember_batch(state, first, last, checksum, offset)
   state.s = last
-  -- Newest first: keep WINDOW - 1 of the old entries, i.e. cut at the WINDOW'th bar.
-  local win, cut = state.win, 0
-  for _ = 1, WINDOW do
-    cut = string.find(win, '|', cut + 1, true)
-    if cut == nil then
-      break
-    end
+  -- Newest first: keep WINDOW - 1 of the old entries.
+  state.win = string.format('|%d %d %s %d%s', first, last, checksum, offset,
+    string.match(state.win, KEPT_RE))
+end
+
+-- remember_batch and save_pid in one: the state of generation g and owner o, last written
+-- at now, whose window is that of raw from position w (raw nil: none) and whose expiry
+-- index was refreshed at x, takes the batch first .. last (checksum, first offset). One
+-- string.format for the whole state (this runs on every append).
+local function save_batch(pids, expiry, pid, now, g, o, x, raw, w, first, last, checksum,
+    offset)
+  if now - x >= EXPIRY_INDEX_MS then
+    x = now
+    redis.call('ZADD', expiry, now, pid)
   end
-  if cut ~= nil then
-    win = string.sub(win, 1, cut - 1)
-  end
-  state.win = string.format('|%d %d %s %d', first, last, checksum, offset) .. win
+  redis.call('HSET', pids, pid, string.format('%d %d %d %d %s|%d %d %s %d%s', g, last, now, x,
+    o, first, last, checksum, offset, raw and string.match(raw, KEPT_RE, w) or ''))
 end
 
 -- A named producer (idempotent or not) must be the newest incarnation of its name: the
