@@ -92,6 +92,8 @@ class Ownership(ProcessBound):
         self._grants: dict[str, Grant] = {}
         self._seen: dict[str, Seen] = {}
         self._lost: dict[str, FencingError] = {}
+        #: resource -> (token, superseding token) told by a "severed" notification.
+        self._superseded: dict[str, tuple[int, int]] = {}
         #: Per held resource, this session's "severed" channel (in the resource's slot).
         self._session_subs: dict[str, Subscription] = {}
         self._closed = False
@@ -174,7 +176,10 @@ class Ownership(ProcessBound):
         A lapsed lease that nobody else claimed is renewed with the same generation and
         token. Every grant is tried; then the first failure is raised: :class:`StateLost`
         before :class:`Fenced` before :class:`~fencing.errors.Unavailable`. A fenced grant
-        is dropped from :attr:`grants` for good.
+        is dropped from :attr:`grants` for good. With ``acks`` above "leader", a renewal
+        is waited for like a claim: one that falls short raises
+        :class:`~fencing.NotEnoughReplicas` and leaves the grant's known lease as it was
+        (the longer lease is on the primary only, and a failover may forget it).
         """
         await self._ready()
         names = list(self.grants) if resources is None else resource_list(resources)
@@ -186,13 +191,17 @@ class Ownership(ProcessBound):
                 target, session=self.session, grant=grant, ttl_ms=self._ttl_ms
             )
             try:
-                lease = await self._driver().execute(call, self._budget)
+                lease = await self._driver().execute(call, self._budget, self.durability)
             except (Fenced, StateLost) as exc:
                 self._lose(grant, exc)
                 errors.append(exc)
                 continue
-            except Unavailable as exc:
+            except Unavailable as exc:  # NotEnoughReplicas too: the lease is not extended
                 errors.append(exc)
+                continue
+            fenced = self._was_superseded(grant)
+            if fenced is not None:
+                errors.append(fenced)
                 continue
             renewed[target.resource] = self._update(grant, lease)
         if errors:
@@ -215,6 +224,9 @@ class Ownership(ProcessBound):
         except (Fenced, StateLost) as exc:
             self._lose(grant, exc)
             raise
+        fenced = self._was_superseded(grant)
+        if fenced is not None:
+            raise fenced
         return self._update(grant, lease)
 
     async def release(self, resources: Iterable[str] | str | None = None) -> dict[str, bool]:
@@ -431,6 +443,28 @@ class Ownership(ProcessBound):
             except FencingError:
                 log.warning("redis-fencing: undoing claim of %r failed", grant.resource)
 
+    def _was_superseded(self, grant: Grant) -> Fenced | None:
+        """The Fenced of a grant a notification said was superseded (then dropped), though
+        the server answered as if it still stood: a failover lost the claim that severed
+        it, and a superseded grant must never act again."""
+        with self._lock:
+            told = self._superseded.get(grant.resource)
+        if told is None or told[0] != grant.token:
+            return None
+        fenced = Fenced(
+            f"{grant.resource!r} in group {self.group!r}: this handle's grant (token "
+            f"{grant.token}) was superseded by token {told[1]} (the server since lost that "
+            "claim: a failover or a restart without persistence); stop writing and claim "
+            "again if you still need it",
+            token=grant.token,
+            holder_token=told[1],
+            holder_label="",
+            group=self.group,
+            resource=grant.resource,
+        )
+        self._lose(grant, fenced)
+        return fenced
+
     def _lose(self, grant: Grant, exc: FencingError) -> None:
         with self._lock:
             if self._grants.get(grant.resource) == grant:
@@ -462,11 +496,15 @@ class Ownership(ProcessBound):
         if len(parts) != 4 or parts[0] != "severed":
             return
         _, old_token, new_token, key = parts
-        # Runs on the notifier thread: never takes the handle's lock (a waiting claim may
-        # hold it), only reads a snapshot.
+        # Runs on the notifier thread: reads a snapshot, and takes only the state lock
+        # (never held across I/O) to drop a superseded grant.
         for grant in list(self._grants.values()):
             target = self._targets.get(grant.resource)
             if target is not None and target.key == key and grant.token == int(old_token):
+                # Superseded for good (DESIGN 4): even if a failover later loses the claim
+                # that severed it, this grant never acts again (check/renew raise Fenced).
+                with self._lock:
+                    self._superseded[grant.resource] = (grant.token, int(new_token))
                 self.severed.set()
                 if self.on_severed is not None:
                     self.on_severed(grant, int(new_token))
