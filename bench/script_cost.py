@@ -8,7 +8,9 @@ microseconds per call. The difference between two cuts is what that step costs. 
 never write, so they are all sent the same sequence (the next one after the state's): each
 measures its accepting path, never an OUT_OF_ORDER_SEQUENCE error. The minimal
 check-and-write script of ``bench.coalesce`` (the floor of any fenced append) runs alongside
-with its own two keys and arguments.
+with its own two keys and arguments. The loader leaves out helpers a script never names, so
+a cut copy carries only the helpers of its steps: each step's cost includes the closures of
+the helpers it is the first to use.
 """
 
 from __future__ import annotations

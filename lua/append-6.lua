@@ -45,7 +45,9 @@
   and epoch (G2), PID generation, sequence range and checksum (G5), expected offset (G3). An exclusive holder whose lease lapsed while nobody
   else was granted still appends (and its lease is extended): the epoch did not move, as in
   PIP-68 when the old producer reconnects first. Each record is one XADD with the explicit ID
-  0-(offset+1), so the stream itself refuses to reuse an offset.
+  0-(offset+1), so the stream itself refuses to reuse an offset. (The stream's own G9 check,
+  a TYPE call, is made only when a reply is due or by the first XADD: which check fails
+  first, and so which error a call gets, is as this order says.)
 ]]
 --- @include "common"
 --- @include "partition"
@@ -54,10 +56,24 @@
 
 local meta, stream, row_key, pids, pid_expiry, names = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
   KEYS[5], KEYS[6]
-local expected, producer, epoch = ARGV[3], ARGV[4], int_arg(ARGV[5])
-local session, mode, ttl_ms, row_inc = ARGV[6], ARGV[7], int_arg(ARGV[8]), ARGV[9]
-local pid_gen, first_seq, checksum = int_arg(ARGV[10]), ARGV[11], ARGV[12]
+local expected, producer, session, mode = ARGV[3], ARGV[4], ARGV[6], ARGV[7]
+local row_inc, first_seq, checksum = ARGV[9], ARGV[11], ARGV[12]
 local name, layout = ARGV[13], ARGV[14]
+-- The integer arguments, as int_arg takes them (decimal digits, at most 17 characters,
+-- within +-MAX_INT), in one match when each has at most 15 characters (so within MAX_INT),
+-- else one by one through int_arg: C calls are most of what an append costs.
+local epoch, ttl_ms, pid_gen, first_s, seen_next = string.match(
+  ARGV[5] .. ' ' .. ARGV[8] .. ' ' .. ARGV[10] .. ' ' .. first_seq .. ' ' .. ARGV[2],
+  '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d*) (%-?%d+)$')
+if epoch and #epoch <= 15 and #ttl_ms <= 15 and #pid_gen <= 15 and #first_s <= 15
+    and #seen_next <= 15 then
+  epoch, ttl_ms, pid_gen, seen_next = epoch + 0, ttl_ms + 0, pid_gen + 0, seen_next + 0
+  first_s = first_s ~= '' and first_s + 0 or nil
+else
+  epoch, ttl_ms, pid_gen, seen_next = int_arg(ARGV[5]), int_arg(ARGV[8]), int_arg(ARGV[10]),
+    int_arg(ARGV[2])
+  first_s = first_seq ~= '' and int_arg(first_seq) or nil
+end
 if epoch == nil or ttl_ms == nil or ttl_ms <= 0 or pid_gen == nil or pid_gen < 0 then
   return fail(E.BAD_ARGUMENT, 'epoch/ttl_ms/pid_gen', ARGV[5] .. '/' .. ARGV[8] .. '/' .. ARGV[10])
 end
@@ -65,15 +81,13 @@ local n = #layout
 if n == 0 then
   return fail(E.BAD_ARGUMENT, 'layout', 'empty')
 end
-local first_s, last_s
+local last_s
 if first_seq ~= '' then
-  first_s = int_arg(first_seq)
   if first_s == nil or first_s < 0 then
     return fail(E.BAD_ARGUMENT, 'first_seq', first_seq)
   end
   last_s = first_s + n - 1
 end
-local seen_next = int_arg(ARGV[2])
 if seen_next == nil then
   return fail(E.BAD_ARGUMENT, 'seen_next', ARGV[2])
 end
@@ -97,7 +111,7 @@ if bad then return stream_lost(stream, next_offset) or bad end
 local raw, g, s, x, w
 local new_state = false
 if first_s ~= nil then
-  local expiry_ms = tonumber(v[5] or DEFAULT_PID_EXPIRY_MS)
+  local expiry_ms = (v[5] or DEFAULT_PID_EXPIRY_MS) + 0
   local o, _t
   raw, g, s, _t, x, o, w = read_pid(pids, producer, now, expiry_ms)
   if raw == false then return stream_lost(stream, next_offset) or g end
@@ -134,7 +148,7 @@ if first_s ~= nil then
             end
           end
         end
-        return {seen[4], now, tonumber(v[3] or '0'), 1, written}
+        return {seen[4], now, (v[3] or 0) + 0, 1, written}
       end
       return fail(E.OUT_OF_ORDER_SEQUENCE, producer, s + 1, first_s)
     end
@@ -156,8 +170,8 @@ if expected ~= '' and tonumber(expected) ~= next_offset then
   return stream_lost(stream, next_offset) or fail(E.OFFSET_MISMATCH, expected, next_offset)
 end
 local start
-start, bad = append_records(meta, stream, next_offset, tonumber(v[3] or '0'),
-  tonumber(v[4] or '0'), layout, 1, n, 15, string.format('%d', now), ARGV[5], producer, true)
+start, bad = append_records(meta, stream, next_offset, (v[3] or 0) + 0, (v[4] or 0) + 0,
+  layout, 1, n, 15, string.format('%d', now), ARGV[5], producer, true)
 if bad then return bad end
 if mode == 'x' then
   -- A send extends the holder's lease: a lapsed holder that nobody replaced keeps its
@@ -168,7 +182,7 @@ if first_s ~= nil then
   if new_state then
     -- A new registration removes a few expired states of other producers (a write, so
     -- only now that every check passed).
-    drop_expired(pids, pid_expiry, now, tonumber(v[5] or DEFAULT_PID_EXPIRY_MS))
+    drop_expired(pids, pid_expiry, now, (v[5] or DEFAULT_PID_EXPIRY_MS) + 0)
   end
   -- The state now belongs to this incarnation and producer object.
   save_batch(pids, pid_expiry, producer, now, pid_gen, session, x, raw, w, first_s, last_s,

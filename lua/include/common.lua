@@ -36,7 +36,8 @@ end
 -- Server time in milliseconds (G7: leases are judged by the server's clock only).
 local function now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  -- Arithmetic converts the digits itself: a tonumber call costs more than the rest.
+  return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
 -- The Redis type of a key ('none' when missing).

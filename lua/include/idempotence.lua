@@ -36,17 +36,18 @@ local MAX_EXPIRE = 10
 local EXPIRY_INDEX_MS = 60000
 -- g, s, t, x, o, then the position of the window (its first bar, or past the end).
 local STATE_RE = '^(%-?%d+) (%-?%d+) (%d+) (%d+) ?([^|]*)()'
--- The first WINDOW - 1 entries of a window (all of them if fewer): the ones a new batch keeps.
+-- The first WINDOW - 1 entries of a window (all of them if fewer): the ones a new batch
+-- keeps. One '|?[^|]*' per entry: change both together.
 local KEPT_RE = '^|?[^|]*|?[^|]*|?[^|]*|?[^|]*'
 
 -- A state's fields: g, s, t, x (numbers), o, and the position of its window in raw; nil
--- when raw is not a state.
+-- when raw is not a state. (+ 0 converts digits as tonumber does, without a C call.)
 local function parse_pid(raw)
   local g, s, t, x, o, w = string.match(raw, STATE_RE)
   if g == nil then
     return nil
   end
-  return tonumber(g), tonumber(s), tonumber(t), tonumber(x), o, w
+  return g + 0, s + 0, t + 0, x + 0, o, w
 end
 
 -- A state's table: {g, s, t, x, o, win = the window as stored ('' or '|...|...')}.

@@ -23,7 +23,7 @@ local function check_partition(meta, seen_inc, seen_next)
   if v[1] ~= seen_inc then
     return nil, fail(E.STATE_LOST, 'incarnation', seen_inc, v[1])
   end
-  local next_offset = tonumber(v[2] or '0')
+  local next_offset = (v[2] or 0) + 0
   if next_offset < seen_next then
     return nil, fail(E.STATE_LOST, 'offset', seen_next, next_offset)
   end

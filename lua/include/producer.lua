@@ -37,7 +37,7 @@ local function check_standing(key, session, mode, epoch, row_inc)
   if bad then
     return nil, bad
   end
-  local inc, token = v[1], tonumber(v[3] or '0')
+  local inc, token = v[1], (v[3] or 0) + 0
   if not inc then
     return nil, fail(E.STATE_LOST, 'missing', row_inc, '-')
   end
