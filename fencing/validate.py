@@ -23,13 +23,15 @@ def check_int(what: str, value: object, *, minimum: int = 0) -> int:
     return value
 
 
+#: The largest offset a partition can reach (Lua numbers are doubles: exact to 2**53).
+MAX_OFFSET = 2**53 - 1
+
 MIN_TTL = 0.05
 MAX_TTL = 7 * 24 * 3600.0
 #: A waiting claim tries again at least this often (seconds), even while the holder's lease
 #: runs longer: a release notification can be missed (a holder whose ACL forbids PUBLISH, a
 #: pub/sub connection that dropped it), and a waiter must not then sleep out the whole lease.
 RECHECK_INTERVAL = 1.0
-
 
 
 def validate_ttl(ttl: object, name: str = "ttl") -> float:

@@ -31,7 +31,7 @@ from ..errors import (
 from ..keys import validate_label
 from ..process import ProcessBound
 from ..record import Record
-from ..validate import check_int, read_limits, validate_ttl
+from ..validate import MAX_OFFSET, check_int, read_limits, validate_ttl
 from .ownership import Ownership
 from .reader import Reader
 
@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 Start = int | str
 
 #: The largest offset (2**53 - 1: what the scripts' numbers hold exactly).
-MAX_OFFSET = 2**53 - 1
 #: A blocking poll over several partitions waits on each in turn for this long (seconds).
 _MULTI_STEP = 0.05
 _ITER_BLOCK_MS = 1_000

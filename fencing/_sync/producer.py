@@ -51,11 +51,11 @@ from ..keys import PartitionKeys, slot_of, validate_name
 from ..modes import AccessMode, Pending
 from ..process import ProcessBound
 from ..protocol.producer import OPEN_MODES
-from ..protocol.topic import EncodedBatch, Sequenced, Writer
+from ..protocol.topic import Appended, EncodedBatch, Sequenced, Writer
 from ..record import Record, RecordMetadata, to_bytes
 from ..runtime.threads import primitives as runtime
 from ..state import ProducerState
-from ..validate import check_int, validate_ttl
+from ..validate import MAX_OFFSET, check_int, validate_ttl
 
 if TYPE_CHECKING:
     from ..runtime.threads.keeper import Task
@@ -104,6 +104,25 @@ class _Standing:
         self.queue: deque[Entry] = deque()
         #: Guards the queue's head (taking, withdrawing), never held across I/O.
         self.guard = runtime.state_lock()
+
+
+class _Progress:
+    """How far one group's call got (what an interrupt must still answer)."""
+
+    __slots__ = ("appended", "batch", "counted", "failed", "sent_at", "sequenced")
+
+    def __init__(self) -> None:
+        self.batch: EncodedBatch | None = None
+        self.sequenced: Sequenced | None = None
+        self.sent_at: float | None = None
+        self.appended: Appended | None = None
+        self.counted = False
+        self.failed = False
+
+
+def _settled(entry: Entry) -> bool:
+    """Whether a queued entry needs nothing more (answered, or given up by its caller)."""
+    return entry.done or entry.abandoned or (entry.future is not None and entry.future.cancelled())
 
 
 def _as_record(item: Record | bytes | str) -> Record:
@@ -204,6 +223,10 @@ class Producer(ProcessBound):
         self._sender: object | None = None
         self._to_send = runtime.Event()
         self._flushing = False
+        #: Answers of send_async() futures, given once no partition lock is held.
+        self._answers: list[tuple[runtime.Future[RecordMetadata], object]] = []
+        self._answers_guard = runtime.state_lock()
+        self._delivering = runtime.state_lock()
         self._bind_process()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -368,6 +391,7 @@ class Producer(ProcessBound):
                 self._execute(call)
             except (ProducerFenced, StateLost) as exc:
                 self._fence(exc)
+                self._deliver()  # (no partition lock is held here)
                 return False
             except Unavailable:
                 log.warning(
@@ -412,10 +436,11 @@ class Producer(ProcessBound):
         """
         if (self._closed and self._released) or not self._in_own_process():
             return
-        if self._opened and self._fenced is None and not self._closed:
-            self.flush()  # what send_async() queued is sent (or fails) first
-        self._closed = True  # an open() waiting in another thread gives up on this flag
+        flush = self._opened and self._fenced is None and not self._closed
+        self._closed = True  # no new send from now on; an open() waiting gives up on it
         self._to_send.set()  # the sender, if any, ends
+        if flush:
+            self.flush()  # what was queued before is sent (or fails) first
         waiting = self._wait_sub
         if waiting is not None:
             waiting._event.set()  # and is woken now, not at its next turn
@@ -425,6 +450,7 @@ class Producer(ProcessBound):
             closed = InvalidArgument("the producer was closed before this record was sent")
             for standing in list(self._standing.values()):
                 self._fail_queue(standing, closed)
+            self._deliver()
             self._release_all()
 
     def _release_all(self) -> None:
@@ -533,6 +559,11 @@ class Producer(ProcessBound):
         standing = self._standing_of(partition)
         if expected_offset is not None:
             check_int("expected_offset", expected_offset)
+            if expected_offset > MAX_OFFSET:
+                raise InvalidArgument(
+                    f"expected_offset {expected_offset} is beyond any offset a partition can "
+                    f"reach ({MAX_OFFSET})"
+                )
         entry = Entry(batch, expected_offset, event=runtime.Signal())
         standing.queue.append(entry)
         lock = standing.lock
@@ -574,6 +605,11 @@ class Producer(ProcessBound):
         while not entry.done or (standing.queue and extra < _SERVE_AFTER_OWN):
             if entry.done:
                 extra += 1
+            elif not standing.queue:
+                # Taken by a call that did not answer it: cannot happen (an interrupted call
+                # answers or requeues what it took), but never spin on an empty queue.
+                coalesce.fail([entry], self._carried_unknown(standing.pk.partition), self._give)
+                break
             self._send_next(standing)
 
     @contextlib.contextmanager
@@ -587,9 +623,11 @@ class Producer(ProcessBound):
             self._wake_head(standing)
 
     def _wake_head(self, standing: _Standing) -> None:
-        """After the partition's lock is let go: have the first queued send's caller (or
-        the sender, for send_async records) take it, so the queue never waits for
-        nobody."""
+        """After the partition's lock is let go: give the send_async() answers kept, and
+        have the first queued send's caller (or the sender, for send_async records) take
+        the queue, so it never waits for nobody."""
+        if self._answers:
+            self._deliver()
         if standing.lock.locked():
             return  # its holder sends the queue (or wakes the head when it lets go)
         with standing.guard:
@@ -605,7 +643,8 @@ class Producer(ProcessBound):
     def _send_next(self, standing: _Standing) -> None:
         """Send the head of the partition's queue as one batch and answer its entries
         (the caller holds the partition's lock). Raises only an interrupt of this caller
-        (KeyboardInterrupt, a cancelled task), after answering the entries it took."""
+        (KeyboardInterrupt, a cancelled task), after answering the entries it took, or
+        putting them back at the head of the queue if they were not sent."""
         if self._fenced is not None:
             self._fail_queue(standing, self._fenced)
             return
@@ -616,11 +655,21 @@ class Producer(ProcessBound):
                 # Nothing queued was sent: each caller learns why (fenced, unreachable).
                 self._fail_queue(standing, exc)
                 return
-        topic = self.topic
         with standing.guard:
-            group = coalesce.take_group(standing.queue, topic.limits, runtime.claim_future)
+            group = coalesce.take_group(standing.queue, self.topic.limits, runtime.claim_future)
         if not group:
             return
+        done = _Progress()
+        try:
+            self._send_group(standing, group, done)
+        except BaseException:
+            # Interrupted outside the call's own handling (before the request left, or
+            # while the answers were being given): no entry it took is left unanswered.
+            self._interrupted(standing, group, done)
+            raise
+
+    def _send_group(self, standing: _Standing, group: list[Entry], done: _Progress) -> None:
+        topic = self.topic
         batch = coalesce.merge_batches([entry.batch for entry in group])
         p = standing.pk.partition
         idempotent = self.idempotent
@@ -641,64 +690,117 @@ class Producer(ProcessBound):
             errors=standing.errors,
         )
         sent_at = time.monotonic()
+        done.batch, done.sequenced, done.sent_at = batch, sequenced, sent_at
         try:
             appended = self._execute(call, self.durability)
         except BaseException as exc:
+            done.failed = True
             # A refusal (a typed error other than OutcomeUnknown) wrote nothing. Anything
             # else - OutcomeUnknown, or an interrupt (KeyboardInterrupt, a signal
             # handler's exception, a cancelled task) after the request may have left -
             # leaves the batch pending: resolved before the next send, so its sequences are
             # never reused blindly.
-            error: BaseException = exc
             unknown = isinstance(exc, OutcomeUnknown) or not isinstance(exc, FencingError)
-            if unknown and sequenced.first_sequence is not None:
-                standing.pending = Pending(
-                    batch.count,
-                    sequenced.pid_generation,
-                    sequenced.first_sequence,
-                    batch.checksum,
-                    sent_at,
-                )
+            if unknown:
+                self._set_pending(standing, done)
                 if isinstance(exc, OutcomeUnknown):
                     exc.args = (
                         f"{exc.args[0]}. The producer resolves it before its next send on "
                         f"partition {p} (or call producer.resolve({p})): it either landed "
                         "once, or can never land",
                     )
-            if not isinstance(exc, FencingError):
-                # This caller was interrupted while carrying the others' records too.
-                error = OutcomeUnknown(
-                    f"the send on partition {p} of topic {topic.name!r} that carried these "
-                    f"records was interrupted ({type(exc).__name__}) after it may have "
-                    "reached Redis. The producer resolves it before its next send on "
-                    f"partition {p} (or call producer.resolve({p}))"
-                )
-            coalesce.fail(group, error, runtime.fail)
+            error = exc if isinstance(exc, FencingError) else self._carried_unknown(p)
+            coalesce.fail(group, error, self._give)
             if isinstance(exc, (ProducerFenced, StateLost)):
                 self._fence(exc)
             if not isinstance(exc, FencingError):
                 raise
             return
+        done.appended = appended
         if idempotent:
             standing.next_sequence += batch.count
         topic.saw_next(p, appended.first_offset + batch.count)
+        done.counted = True
+        self._answer(standing, group, appended)
+
+    def _answer(self, standing: _Standing, group: list[Entry], appended: Appended) -> None:
         # A resend answered from the window reports the epoch the records carry.
         epoch = appended.epoch if appended.epoch >= 0 else standing.writer.epoch
         coalesce.settle(
             group,
-            topic=topic.name,
-            partition=p,
+            topic=self.topic.name,
+            partition=standing.pk.partition,
             first_offset=appended.first_offset,
             epoch=epoch,
-            give=runtime.settle,
+            give=self._give,
         )
+
+    def _interrupted(self, standing: _Standing, group: list[Entry], done: _Progress) -> None:
+        """Leave no entry of an interrupted group unanswered (see :meth:`_send_next`)."""
+        left = [entry for entry in group if not entry.done]
+        if done.sent_at is None:
+            with standing.guard:  # never sent: they go first in the next call
+                standing.queue.extendleft(reversed(left))
+            return
+        if done.appended is not None:
+            if not done.counted:
+                assert done.batch is not None
+                if self.idempotent:
+                    standing.next_sequence += done.batch.count
+                self.topic.saw_next(
+                    standing.pk.partition, done.appended.first_offset + done.batch.count
+                )
+            self._answer(standing, group, done.appended)  # it landed: every answer is known
+            return
+        if not done.failed:
+            self._set_pending(standing, done)
+        coalesce.fail(left, self._carried_unknown(standing.pk.partition), self._give)
+
+    def _set_pending(self, standing: _Standing, done: _Progress) -> None:
+        sequenced, batch = done.sequenced, done.batch
+        if sequenced is None or batch is None or sequenced.first_sequence is None:
+            return
+        standing.pending = Pending(
+            batch.count,
+            sequenced.pid_generation,
+            sequenced.first_sequence,
+            batch.checksum,
+            done.sent_at or time.monotonic(),
+        )
+
+    def _carried_unknown(self, p: int) -> OutcomeUnknown:
+        return OutcomeUnknown(
+            f"the send on partition {p} of topic {self.topic.name!r} that carried these "
+            "records was interrupted in the thread or task that sent it, after it may have "
+            f"reached Redis. The producer resolves it before its next send on partition {p} "
+            f"(or call producer.resolve({p}))"
+        )
+
+    def _give(self, future: runtime.Future[RecordMetadata], value: object) -> None:
+        """Answer a send_async() future once no partition lock is held (its callbacks may
+        send or flush: they must never run under the lock of the call that answered)."""
+        with self._answers_guard:
+            self._answers.append((future, value))
+
+    def _deliver(self) -> None:
+        """Give the answers :meth:`_give` kept (call with no partition lock held). One
+        delivery at a time: once this returns, every answer given before it was delivered
+        (what flush() promises)."""
+        with self._delivering:
+            with self._answers_guard:
+                answers, self._answers = self._answers, []
+            for future, value in answers:
+                if isinstance(value, BaseException):
+                    runtime.fail(future, value)
+                else:
+                    runtime.settle(future, value)
 
     def _fail_queue(self, standing: _Standing, error: BaseException) -> None:
         """Answer every send still queued on a partition with ``error`` (none was sent)."""
         with standing.guard:
             queued = [entry for entry in standing.queue if not entry.abandoned]
             standing.queue.clear()
-        coalesce.fail(queued, error, runtime.fail)
+        coalesce.fail(queued, error, self._give)
 
     def send_async(
         self,
@@ -747,30 +849,38 @@ class Producer(ProcessBound):
         self._flushing = True
         try:
             for standing in list(self._standing.values()):
-                # Holding the lock means no call is in flight on the partition; a queue
-                # drained under it leaves every earlier record answered.
+                with standing.guard:
+                    mark = standing.queue[-1] if standing.queue else None
+                # What was queued before this flush began is answered when it returns
+                # (a streamer that keeps queueing cannot keep it going). The lock is taken
+                # even with nothing queued: a call in flight may carry the last records.
                 with self._holding(standing):
-                    while standing.queue:
+                    while mark is not None and standing.queue and not _settled(mark):
                         self._send_next(standing)
+            self._deliver()  # (waits for a delivery under way in another thread)
         finally:
             self._flushing = False
 
     def _send_queued(self) -> None:
         """The sender (a thread, or a task): sends what send_async() queued, partition by
-        partition, until the producer closes."""
+        partition, until the producer closes. It lets each partition's lock go every few
+        calls, so flush(), resolve() and callers of send() are never starved by it."""
         while True:
-            runtime.wait_event(self._to_send, None)
-            self._to_send.clear()
-            if self._closed and not any(s.queue for s in self._standing.values()):
-                return
-            if self.linger_ms > 0 and not self._flushing:
-                self._linger()
+            if not any(s.queue for s in list(self._standing.values())):
+                if self._closed or self._fenced is not None:
+                    return
+                runtime.wait_event(self._to_send, None)
+                self._to_send.clear()
+            if self.linger_ms > 0 and not self._flushing and not self._closed:
+                self._linger()  # each batch waits for more, unless batch_size is met
             for standing in list(self._standing.values()):
                 if not standing.queue:
                     continue
                 try:
                     with self._holding(standing):
-                        while standing.queue:
+                        for _ in range(_SERVE_AFTER_OWN):
+                            if not standing.queue:
+                                break
                             self._send_next(standing)
                 except Exception:  # pragma: no cover - _send_next answers every entry
                     log.exception("redis-fencing: the sender of %r failed", self)

@@ -8,8 +8,9 @@ from Redis: G1/G2/G5/G6 hold (``fencing.verify``), every acknowledged record is 
 offset exactly once, nothing lands twice, and every caller got exactly one answer (never a
 hang: everything runs under deadlines, and a hang fails with the stacks of every thread).
 
-Holes that reproduce are ``xfail(strict=True)`` with the expected behaviour in the
-docstring; everything else is a regression test of a property that holds.
+The four holes it reproduced (an interrupted leader leaving callers hanging, flush() and
+close() starved by a streamer, an expected_offset past 2**53 sent, a send() from a future's
+callback deadlocking the sender) are fixed; their tests, like the rest, are regressions.
 """
 
 from __future__ import annotations
@@ -467,8 +468,7 @@ async def test_close_while_senders_hammer_nothing_lands_after_close(api: Api) ->
                 futures.append((value, await producer.send_async(value)))
             except fencing.InvalidArgument:
                 return
-            # Not flat out: a streamer that never pauses starves close() (see the xfail
-            # test_flush_and_close_are_not_starved_by_a_streamer).
+            # Not flat out (test_flush_and_close_are_not_starved_by_a_streamer covers that).
             await asyncio.sleep(0.001)
 
     async def closer() -> int:
@@ -601,13 +601,8 @@ async def test_cancelled_send_async_futures_are_never_sent(aio_api: Api) -> None
 # -- flush() and close() against a streamer ---------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 16 review: flush()/close() drain the queue until it is empty, so a "
-    "concurrent send_async() streamer starves them (Producer.flush/close)",
-)
 async def test_flush_and_close_are_not_starved_by_a_streamer(api: Api) -> None:
-    """One thread (task) streams send_async() flat out for up to 2 s; another calls
+    """One thread (task) streams send_async() flat out for up to 20 s; another calls
     flush() and then close().
 
     Expected (Kafka's contract): flush() returns once the records queued *before* it
@@ -623,7 +618,7 @@ async def test_flush_and_close_are_not_starved_by_a_streamer(api: Api) -> None:
     topic = client.topic("t", partitions=1)
     producer = await topic.producer(linger_ms=5)
     raw = unwrap(producer)
-    stop_at = time.monotonic() + 2.0
+    stop_at = time.monotonic() + 20.0  # far beyond what flush() and close() may take
     count = 0
 
     def stream_sync() -> str:
@@ -658,7 +653,9 @@ async def test_flush_and_close_are_not_starved_by_a_streamer(api: Api) -> None:
     await bounded(producer.close())
     closed_in = time.monotonic() - started
     how = await bounded(streaming)
-    assert how == "closed" and flushed_in < 0.5 and closed_in < 0.8, (how, flushed_in, closed_in)
+    # Not a timing threshold: both returned while the streamer was still going (it stops
+    # on its own only after 20 s), and close() is what stopped it.
+    assert how == "closed" and time.monotonic() < stop_at, (how, flushed_in, closed_in)
 
 
 # -- (e) KeyboardInterrupt in a thread -------------------------------------------------------
@@ -673,11 +670,6 @@ def interrupt(thread: threading.Thread) -> None:
 
 
 @pytest.mark.parametrize("window", ["merge_batches", "settle"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 16 review: an interrupt between take_group() and the try around the call, "
-    "or inside settle(), leaves the taken entries unanswered: their callers hang for ever",
-)
 def test_an_interrupt_of_the_leader_outside_the_call_leaves_no_caller_hanging(
     client: fencing.Client, monkeypatch: pytest.MonkeyPatch, window: str
 ) -> None:
@@ -969,12 +961,6 @@ async def test_bad_input_is_refused_before_queueing_while_a_call_is_in_flight(ap
     assert [r.value for r in await read_all(topic, 1)] == [b"first"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 16 review: an expected_offset beyond what Lua holds exactly (2**53) is "
-    "queued and sent, and comes back as a bare FencingError('unexpected reply ... "
-    "BAD_ARGUMENT'), not InvalidArgument before any I/O (Producer._send)",
-)
 async def test_an_expected_offset_too_large_is_refused_before_any_io(api: Api) -> None:
     """``send(..., partition=0, expected_offset=2**63)`` (or 2**53 + 1).
 
@@ -1208,11 +1194,6 @@ async def test_flush_from_several_callers_while_others_stream(api: Api) -> None:
 # -- a send from a future's callback -----------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 16 review: send_async() futures are settled while the partition's lock is "
-    "held, so a blocking send() from a done-callback waits for itself: the sender deadlocks",
-)
 def test_a_blocking_send_from_a_future_callback_does_not_deadlock_the_sender(
     client: fencing.Client,
 ) -> None:

@@ -21,6 +21,7 @@ import redis
 from redis.crc import key_slot
 
 import fencing
+import fencing.aio
 from fencing.acl import SINCE_7_2, acl_rule
 from fencing.embedded import EmbeddedCluster, EmbeddedServer
 from fencing.keys import Keys
@@ -111,8 +112,6 @@ def test_ask_during_a_resharding_is_followed(own_cluster: EmbeddedCluster) -> No
 async def test_ask_is_followed_by_the_asyncio_client(own_cluster: EmbeddedCluster) -> None:
     """The same through ``fencing.aio`` (the driver is generated from one source; this
     checks the asyncio path of ASKING, with a durability wait behind it)."""
-    import fencing.aio
-
     client = fencing.aio.Client.from_url(own_cluster.url, namespace="rv15aska")
     key = Keys("rv15aska").ownership("g", "fresh")
     ports = _migrating(own_cluster, key)

@@ -6,7 +6,9 @@ See :mod:`fencing.runtime` for the interface it shares with :mod:`fencing.runtim
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+from asyncio import InvalidStateError
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -176,10 +178,12 @@ def claim_future(future: asyncio.Future[Any]) -> bool:
 def settle(future: asyncio.Future[Any], result: Any) -> None:
     """Give ``future`` its result (nothing if it is already done)."""
     if not future.done():
-        future.set_result(result)
+        with contextlib.suppress(InvalidStateError):  # cancelled just now by its owner
+            future.set_result(result)
 
 
 def fail(future: asyncio.Future[Any], error: BaseException) -> None:
     """Give ``future`` its exception (nothing if it is already done)."""
     if not future.done():
-        future.set_exception(error)
+        with contextlib.suppress(InvalidStateError):  # cancelled just now by its owner
+            future.set_exception(error)

@@ -11,6 +11,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import InvalidStateError
 from typing import Annotated, Any, TypeVar
 
 T = TypeVar("T")
@@ -125,10 +126,12 @@ def claim_future(future: concurrent.futures.Future[Any]) -> bool:
 def settle(future: concurrent.futures.Future[Any], result: Any) -> None:
     """Give ``future`` its result (nothing if it is already done)."""
     if not future.done():
-        future.set_result(result)
+        with contextlib.suppress(InvalidStateError):  # cancelled just now by its owner
+            future.set_result(result)
 
 
 def fail(future: concurrent.futures.Future[Any], error: BaseException) -> None:
     """Give ``future`` its exception (nothing if it is already done)."""
     if not future.done():
-        future.set_exception(error)
+        with contextlib.suppress(InvalidStateError):  # cancelled just now by its owner
+            future.set_exception(error)
