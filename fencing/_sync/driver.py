@@ -279,27 +279,43 @@ class Driver:
         return parsed
 
     def read(self, call: ReadCall[T], budget: RetryBudget) -> T:
-        """Send a read's commands in one pipeline, retrying transient errors within budget."""
+        """Send a read's commands in one pipeline, retrying transient errors within budget.
+
+        As for :meth:`execute`, the first attempt runs without the retry engine."""
+        started = time.monotonic()
         try:
-            for attempt in budget.retrying():
+            return self._read_once(call)
+        except TRANSIENT_ERRORS:
+            pass
+        spent = time.monotonic() - started
+        try:
+            for attempt in budget.retrying(spent=spent, attempts_made=1):
                 with attempt:
-                    pipe = self._client.pipeline(transaction=False)
-                    for command in call.commands:
-                        pipe.execute_command(*command)  # type: ignore[no-untyped-call, unused-ignore]
-                    try:
-                        mark = runtime.cancel_mark()
-                        replies = pipe.execute()
-                        runtime.check_cancel(mark)
-                    except redis.exceptions.ResponseError as exc:
-                        if "WRONGTYPE" in str(exc):
-                            raise wrong_type_read(call) from exc
-                        raise server_refusal("read", exc) from exc
-                    return call.parse(replies)
+                    return self._read_once(call)
         except TRANSIENT_ERRORS as exc:
             raise Unavailable(
                 f"Redis unreachable within the retry budget ({budget.deadline:.3f}s): {exc}"
             ) from exc
         raise AssertionError("unreachable: tenacity either returns or raises")
+
+    def _read_once(self, call: ReadCall[T]) -> T:
+        commands = call.commands
+        try:
+            mark = runtime.cancel_mark()
+            if len(commands) == 1:
+                # One command (the reader's pages): no pipeline object to build.
+                replies = [self._client.execute_command(*commands[0])]
+            else:
+                pipe = self._client.pipeline(transaction=False)
+                for command in commands:
+                    pipe.execute_command(*command)  # type: ignore[no-untyped-call, unused-ignore]
+                replies = pipe.execute()
+            runtime.check_cancel(mark)
+        except redis.exceptions.ResponseError as exc:
+            if "WRONGTYPE" in str(exc):
+                raise wrong_type_read(call) from exc
+            raise server_refusal("read", exc) from exc
+        return call.parse(replies)
 
     def execute(
         self, call: ScriptCall[T], budget: RetryBudget, durability: Durability | None = None
