@@ -249,11 +249,15 @@ class EmbeddedCluster:
     kind: ServerKind
     nodes: list[EmbeddedServer]
     masters: int
+    tls: TlsFiles | None = None
 
     @property
     def url(self) -> str:
         """``redis+cluster://127.0.0.1:<first port>``: what :func:`fencing.Client.from_url`
-        takes for a cluster (plain ``redis://`` of any node works with ``cluster=True``)."""
+        takes for a cluster (plain ``redis://`` of any node works with ``cluster=True``);
+        ``rediss+cluster://...?ssl_ca_certs=`` over TLS."""
+        if self.tls is not None:
+            return f"rediss+cluster://127.0.0.1:{self.nodes[0].port}?ssl_ca_certs={self.tls.ca}"
         return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
 
     @property
@@ -269,9 +273,14 @@ class EmbeddedCluster:
         masters: int = 3,
         replicas: int = 1,
         extra_args: tuple[str, ...] = (),
+        tls: TlsFiles | None = None,
     ) -> EmbeddedCluster:
-        """Start ``masters * (1 + replicas)`` nodes and join them into one cluster."""
+        """Start ``masters * (1 + replicas)`` nodes and join them into one cluster. With
+        ``tls`` every node speaks only TLS, to clients, to its replicas and on the cluster
+        bus (``tls-cluster``, ``tls-replication``)."""
         nodes: list[EmbeddedServer] = []
+        if tls is not None:
+            extra_args = ("--tls-cluster", "yes", "--tls-replication", "yes", *extra_args)
         try:
             for _ in range(masters * (1 + replicas)):
                 bus = _free_port()
@@ -287,9 +296,10 @@ class EmbeddedCluster:
                             "--repl-diskless-sync-delay", "0",
                             *extra_args,
                         ),
+                        tls=tls,
                     )
                 )  # fmt: skip
-            cluster = cls(nodes[0].kind, nodes, masters)
+            cluster = cls(nodes[0].kind, nodes, masters, tls)
             cluster._join(replicas)
             return cluster
         except BaseException:
@@ -298,7 +308,7 @@ class EmbeddedCluster:
             raise
 
     def _client(self, node: EmbeddedServer) -> redis.Redis:
-        return redis.Redis(port=node.port, socket_timeout=5, decode_responses=True)
+        return node.probe(socket_timeout=5, decode_responses=True)
 
     def _join(self, replicas: int) -> None:
         first = self._client(self.nodes[0])

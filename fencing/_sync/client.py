@@ -60,6 +60,9 @@ _POOL_BOUND_KWARGS = (
 #: A cluster node's own address: each clone of its settings connects where it is told.
 _NODE_ADDRESS = ("host", "port")
 #: Connection settings a cluster client takes as they are (credentials, TLS, naming).
+#: The connection classes of TLS clients (sync and asyncio).
+_TLS_CONNECTIONS = (redis.connection.SSLConnection, redis.connection.SSLConnection)
+
 _CLUSTER_KWARGS = frozenset(
     (
         "username",
@@ -406,6 +409,8 @@ class Client:
             decode_responses=False,
         )
         cluster_kwargs = {k: v for k, v in kwargs.items() if k in _CLUSTER_KWARGS}
+        if issubclass(connection_class, _TLS_CONNECTIONS):
+            cluster_kwargs["ssl"] = True  # a cluster client picks its class from this flag
         cluster = runtime_cluster.new_cluster(
             runtime_cluster.seeds(self._base),
             socket_timeout=timeout,

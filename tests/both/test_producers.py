@@ -158,8 +158,10 @@ async def test_records_land_on_the_server_the_client_was_given(api: Api) -> None
     async with await topic.producer() as producer:
         await producer.send(b"here")
     key = f"{api.namespace}:{{where/0}}:log"
-    if api.url.startswith("redis+cluster://"):
-        raw: Any = redis.cluster.RedisCluster.from_url("redis://" + api.url.split("://", 1)[1])
+    scheme, rest = api.url.split("://", 1)
+    if scheme in ("redis+cluster", "rediss+cluster"):
+        plain = scheme.replace("+cluster", "")
+        raw: Any = redis.cluster.RedisCluster.from_url(f"{plain}://{rest}")
     else:
         raw = redis.Redis.from_url(api.url)
     try:
