@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pytest
 import redis
@@ -36,6 +37,8 @@ from fencing.keys import Keys
 from fencing.protocol.election import ElectionKeys
 
 from ..both.flavors import Api
+
+T = TypeVar("T")
 
 pytestmark = pytest.mark.skipif(
     bool(os.environ.get("FENCING_TEST_CLUSTER_URL")), reason="starts and kills its own servers"
@@ -155,6 +158,13 @@ def _synced(replica: EmbeddedServer) -> bool:
         return r.info("replication").get("master_link_status") == "up"
 
 
+def _healthy(cluster: EmbeddedCluster, key: str) -> None:
+    """Wait until ``key``'s shard has its replica in sync (an earlier test's takeover leaves
+    the old master resyncing as a replica for a moment)."""
+    _, replica = _shard(cluster, key)
+    _wait(lambda: _synced(replica), 15, "the shard's replica to be in sync")
+
+
 @pytest.fixture
 def cut_shard(own_cluster: EmbeddedCluster) -> Iterator[Callable[[str], Cut]]:
     """``cut_shard(key)``: stop the replica of ``key``'s shard and cut its link."""
@@ -174,6 +184,36 @@ def cut_shard(own_cluster: EmbeddedCluster) -> Iterator[Callable[[str], Cut]]:
     yield make
     for cut in cuts:
         cut.restore()
+    if cuts:
+        # The next test starts on a settled cluster: every live node maps every slot.
+        _wait(lambda: _covered(own_cluster), 20, "every live node to map all 16384 slots")
+
+
+def _retry_short(claim: Callable[[], T]) -> T:
+    """``claim()`` again while it is NotEnoughReplicas (given back each time), up to 5 s."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        try:
+            return claim()
+        except fencing.NotEnoughReplicas:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _covered(cluster: EmbeddedCluster) -> bool:
+    for node in _live(cluster):
+        try:
+            with redis.Redis(port=node.port, socket_timeout=1) as r:
+                info = str(r.execute_command("CLUSTER", "INFO"))
+                table = r.execute_command("CLUSTER", "SLOTS")
+        except redis.RedisError:
+            return False
+        if "cluster_state:ok" not in info:
+            return False
+        if sum(int(last) - int(first) + 1 for first, last, *_ in table) != 16384:
+            return False
+    return True
 
 
 def _owner_key(ns: str, group: str, resource: str) -> str:
@@ -285,8 +325,11 @@ def test_a_renewal_under_acks_replicated_waits_for_a_replica(
     ns = "fh-renew"
     client = fencing.Client.from_url(own_cluster.url, namespace=ns)
     try:
+        _healthy(own_cluster, _owner_key(ns, "g", "r"))
         a = client.ownership("g", "a", ttl=2.0, acks="replicated")
-        claimed = a.claim(["r"])["r"]
+        # The wait allows 125 ms (half the budget of a 2 s lease): a replica that has just
+        # resynced after an earlier test's takeover can be slower than that for a moment.
+        claimed = _retry_short(lambda: a.claim(["r"])["r"])
         cut = cut_shard(_owner_key(ns, "g", "r"))
         time.sleep(1.0)
         try:
@@ -364,6 +407,7 @@ def test_a_failover_losing_renewals_ends_the_old_term_before_the_next(
     client_b = fencing.Client.from_url(own_cluster.url, namespace=ns)
     opts = {"ttl": 3.0, "renew_deadline": 2.0, "retry_period": 1.5, "acks": "replicated"}
     try:
+        _healthy(own_cluster, _election_key(ns, "e"))
         a = client_a.election("e", "a", **opts, **timeline.callbacks("a"))  # type: ignore[arg-type]
         b = client_b.election("e", "b", **opts, **timeline.callbacks("b"))  # type: ignore[arg-type]
         with a.campaign(timeout=5) as term_a:
@@ -429,6 +473,7 @@ def test_a_consumer_takes_acks(own_cluster: EmbeddedCluster) -> None:
         topic = client.topic("t", partitions=1)
         with topic.producer() as producer:
             producer.send(b"v", partition=0)
+        _healthy(own_cluster, topic.partition_keys(0).meta)
         consumer = topic.consumer("grp", "m", [0], acks="replicated")
         assert len(consumer.poll()) == 1
         assert consumer.commit() == {0: 1}
