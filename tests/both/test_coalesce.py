@@ -9,12 +9,10 @@ partition's lock, as a call in flight does, until the queue holds them all.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import time
 from typing import Any
 
 import pytest
-import redis
 
 import fencing
 from fencing import AccessMode
@@ -22,23 +20,10 @@ from fencing.faults import Proxy
 from fencing.lua_loader import script
 from fencing.verify import Attempt, verify_log
 
-from .flavors import Api, unwrap
+from .coalescing import Held, read_all, result_of, script_calls
+from .flavors import Api
 
 APPEND = script("append").sha1.encode()
-
-
-async def result_of(future: Any) -> Any:
-    """The result of a send_async() future of either flavour."""
-    if isinstance(future, concurrent.futures.Future):
-        return await asyncio.wrap_future(future)
-    return await future
-
-
-def script_calls(url: str) -> int:
-    """How many EVALSHA calls the server ran so far."""
-    with redis.Redis.from_url(url) as r:
-        stats = r.info("commandstats")
-    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
 
 
 async def until(predicate: Any, timeout: float = 10.0) -> None:
@@ -48,38 +33,10 @@ async def until(predicate: Any, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.002)
 
 
-class Held:
-    """The lock of a producer's partition, held by the test as a call in flight holds it."""
-
-    def __init__(self, producer: Any, partition: int = 0) -> None:
-        self.producer = unwrap(producer)
-        self.standing = self.producer._standing[partition]
-
-    async def __aenter__(self) -> Held:
-        lock = self.standing.lock
-        if isinstance(lock, asyncio.Lock):
-            await lock.acquire()
-        else:
-            assert lock.acquire(timeout=5)
-        return self
-
-    def queued(self) -> int:
-        return len(self.standing.queue)
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.standing.lock.release()
-        self.producer._wake_head(self.standing)
-
-
 def verified(api: Api, topic: str, attempts: list[Attempt], *, exclusive: bool) -> None:
     with fencing.Client.from_url(api.url, namespace=api.namespace) as checker:
         report = verify_log(checker, topic, attempts=attempts, exclusive=exclusive)
     assert report.ok, report.summary()
-
-
-async def read_all(topic: Any, partition: int = 0) -> list[fencing.Record]:
-    reader = await topic.reader(partition)
-    return list(await reader.read(max_records=10_000))
 
 
 async def test_sends_queued_behind_a_call_in_flight_go_in_one_call(api: Api) -> None:

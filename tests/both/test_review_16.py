@@ -39,6 +39,7 @@ from fencing.lua_loader import script
 from fencing.verify import Attempt, verify_log
 
 from ..conftest import ServerInfo
+from .coalescing import Held, read_all, result_of, script_calls
 from .flavors import Api, unwrap
 
 APPEND = script("append").sha1.encode()
@@ -67,13 +68,6 @@ async def bounded(awaitable: Any, timeout: float = 20.0) -> Any:
         pytest.fail(f"hung for {timeout}s (seed {SEED}); stacks:\n{stacks()}")
 
 
-async def result_of(future: Any) -> Any:
-    """The result of a send_async() future of either flavour."""
-    if isinstance(future, concurrent.futures.Future):
-        return await asyncio.wrap_future(future)
-    return await future
-
-
 async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -86,30 +80,6 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"condition not met in time; stacks:\n{stacks()}"
         time.sleep(0.002)
-
-
-class Held:
-    """The lock of a producer's partition, held by the test as a call in flight holds it
-    (so sends are queued for sure, not by a lucky interleaving)."""
-
-    def __init__(self, producer: Any, partition: int = 0) -> None:
-        self.producer = unwrap(producer)
-        self.standing = self.producer._standing[partition]
-
-    async def __aenter__(self) -> Held:
-        lock = self.standing.lock
-        if isinstance(lock, asyncio.Lock):
-            await lock.acquire()
-        else:
-            assert lock.acquire(timeout=5)
-        return self
-
-    def queued(self) -> int:
-        return len(self.standing.queue)
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.standing.lock.release()
-        self.producer._wake_head(self.standing)
 
 
 class Ledger:
@@ -161,16 +131,6 @@ def verified(url: str, namespace: str, topic: str, ledger: Ledger, *, exclusive:
     assert report.ok, f"seed {SEED}: {report.summary()}"
 
 
-async def read_all(topic: Any, partition: int = 0) -> list[fencing.Record]:
-    reader = await topic.reader(partition)
-    records: list[fencing.Record] = []
-    while True:
-        page = list(await reader.read(max_records=10_000))
-        if not page:
-            return records
-        records += page
-
-
 async def check_log(topic: Any, ledger: Ledger, partitions: int = 1) -> list[fencing.Record]:
     """Exact offsets: every acked value at its acked offset once; no value twice;
     nothing fenced or refused in the log."""
@@ -186,12 +146,6 @@ async def check_log(topic: Any, ledger: Ledger, partitions: int = 1) -> list[fen
         elif a.outcome == "fenced":
             assert a.value not in where, a
     return records
-
-
-def script_calls(url: str) -> int:
-    with redis.Redis.from_url(url) as r:
-        stats = r.info("commandstats")
-    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
 
 
 # -- (a) fenced mid-stream -----------------------------------------------------------------
