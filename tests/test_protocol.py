@@ -100,7 +100,16 @@ def test_ownership_calls_match_their_script(name: str) -> None:
 
 def test_ownership_call_arguments() -> None:
     calls = ownership_calls()
-    assert calls["claim"].args == ("s1", "host-a", "", 10_000, "new-inc", "", 0, "ns:session:")
+    assert calls["claim"].args == (
+        "s1",
+        "host-a",
+        "",
+        10_000,
+        "new-inc",
+        "",
+        0,
+        "ns:{orders/0}:session:",
+    )
     assert calls["renew"].args == ("s1", 5, 10_000, "inc")
     assert calls["check"].args == ("s1", 5, "inc")
     assert calls["release"].args == ("s1", 5, "ns:{orders/0}:own:journal:released")
@@ -115,7 +124,7 @@ def test_ownership_call_arguments() -> None:
         new_incarnation="new-inc",
         seen=seen,
     )
-    assert call.args == ("s1", "host-a", 0, 500, "new-inc", "old", 3, "ns:session:")
+    assert call.args == ("s1", "host-a", 0, 500, "new-inc", "old", 3, "ns:{orders/0}:session:")
 
 
 def test_ownership_replies_parse() -> None:
