@@ -15,6 +15,7 @@
   ARGV[7]  seen_next   the highest next offset the member saw on the partition (G9)
   ARGV[8]  last        the offset this member last committed under this grant ('' if none, or
                        if that commit's outcome is unknown): the stored one must still be it
+                       (or this very offset: a resend after a lost reply)
 
   Returns {offset, now_ms}.
   Errors: FENCED (another session was granted since, or the grant was released),
@@ -69,8 +70,10 @@ end
 local last = ARGV[8]
 if last ~= nil and last ~= '' then
   -- G9: the commit this member made last is still there (with its token), or it was lost.
+  -- (A resend of this very commit after a lost reply finds its own offset there.)
   local c = redis.call('HMGET', KEYS[3], group, group .. '#t')
-  if c[1] ~= last or c[2] ~= ARGV[2] then
+  local stored = tonumber(c[1] or '')
+  if (stored ~= tonumber(last) and stored ~= offset) or tonumber(c[2] or '') ~= token then
     return fail(E.STATE_LOST, 'committed', last, c[1] or '-')
   end
 end

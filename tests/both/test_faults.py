@@ -24,6 +24,7 @@ from ..conftest import ServerInfo
 from .flavors import Api
 
 APPEND = script("append").sha1.encode()
+COMMIT = script("commit").sha1.encode()
 
 
 def verified(api: Api, topic: str, attempts: list[Attempt], *, exclusive: bool = True) -> None:
@@ -47,9 +48,28 @@ async def test_a_lost_reply_is_resent_and_lands_once(api: Api, proxy: Proxy) -> 
     verified(api, "t", [Attempt(b"v1", 0, "acked", 1, md.epoch)], exclusive=False)
 
 
-async def test_an_unknown_outcome_is_resolved_before_the_next_send(
+async def test_a_commit_whose_reply_was_lost_is_resent_without_state_lost(
     api: Api, proxy: Proxy
 ) -> None:
+    """The consumer's commit checks that its last commit is still stored (G9); the resend
+    of a commit whose reply was lost finds its own offset there, which is no loss."""
+    client = api.client(proxy.url_for(api.url))
+    topic = client.topic("t", partitions=1)
+    async with await topic.producer() as producer:
+        await producer.send_batch([b"v%d" % i for i in range(6)], partition=0)
+    async with await topic.consumer("g", "m", [0]) as consumer:
+        assert len(await consumer.poll(max_records=2)) == 2
+        assert await consumer.commit() == {0: 2}
+        assert len(await consumer.poll(max_records=2)) == 2
+        rule = proxy.drop_replies(COMMIT, count=1)
+        assert await consumer.commit() == {0: 4}
+        assert rule.hits == 1
+        assert await consumer.committed(0) == 4
+        assert len(await consumer.poll(max_records=2)) == 2
+        assert await consumer.commit() == {0: 6}
+
+
+async def test_an_unknown_outcome_is_resolved_before_the_next_send(api: Api, proxy: Proxy) -> None:
     client = api.client(proxy.url_for(api.url))
     topic = client.topic("t", partitions=1)
     async with await topic.producer(AccessMode.EXCLUSIVE, lease_ttl=1.0) as producer:
