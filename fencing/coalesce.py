@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .protocol.topic import EncodedBatch, encode_batch
-from .record import Limits, Record, RecordMetadata, to_bytes
+from .record import Limits, Record, RecordMetadata, placed, to_bytes
 
 
 class Entry:
@@ -37,8 +37,10 @@ class Entry:
         "event",
         "expected_offset",
         "future",
+        "leading",
         "result",
         "size",
+        "then",
     )
 
     def __init__(
@@ -53,11 +55,17 @@ class Entry:
         self.expected_offset = expected_offset
         self.event = event
         self.future = future
-        self.size = sum(map(len, batch.parts))
+        parts = batch.parts
+        self.size = len(parts[0]) if len(parts) == 1 else sum(map(len, parts))
         self.result: list[RecordMetadata] | None = None
         self.error: BaseException | None = None
         #: Its caller gave up (interrupted, cancelled) before it was taken: never sent.
         self.abandoned = False
+        #: Its caller is the one sending (it needs no wake-up).
+        self.leading = False
+        #: The next answered caller to wake once this one's caller is awake (a chain:
+        #: see :func:`settle`).
+        self.then: Any = None
 
     @property
     def done(self) -> bool:
@@ -70,6 +78,17 @@ class Entry:
             raise self.error
         assert self.result is not None
         return self.result
+
+
+class ChainEnd:
+    """What the last caller of a chain wakes (its ``then``): whoever waits for the chain
+    to have run. ``event`` is a Signal."""
+
+    __slots__ = ("event", "then")
+
+    def __init__(self, event: Any) -> None:
+        self.event = event
+        self.then = None
 
 
 def encode_one(value: object, key: object, headers: object, limits: Limits) -> EncodedBatch:
@@ -102,7 +121,7 @@ def take_group(queue: deque[Entry], limits: Limits, claim: Callable[[Any], bool]
     count = size = 0
     while queue:
         entry = queue[0]
-        if entry.abandoned or (entry.future is not None and entry.future.cancelled()):
+        if entry.abandoned:
             queue.popleft()
             continue
         if entry.expected_offset is not None and group:
@@ -139,6 +158,10 @@ def merge_batches(batches: Sequence[EncodedBatch]) -> EncodedBatch:
     return EncodedBatch(len(layout), layout, parts, f"{crc:08x}")
 
 
+#: What answers futures: takes (future, result or error) pairs, one call per group.
+Give = Callable[[list[tuple[Any, object]]], None]
+
+
 def settle(
     group: Sequence[Entry],
     *,
@@ -146,26 +169,63 @@ def settle(
     partition: int,
     first_offset: int,
     epoch: int,
-    give: Callable[[Any, Any], None],
-) -> None:
+    give: Give,
+    chain: bool = False,
+) -> Entry | None:
     """Answer each entry of a group that landed at ``first_offset`` with its own records'
-    metadata (``give`` settles a future)."""
-    offset = first_offset
+    metadata (``give`` settles the futures, all in one call).
+
+    Waiting callers are woken at once, or with ``chain`` one after the other: the first
+    is returned, not woken (its sender wakes it when it suits, see :func:`wake`), and each
+    wakes the next (``then``) once it runs. Threads share one interpreter lock: woken all
+    at once, all but one would wake only to sleep again on it, twice the context switches
+    of a chain."""
+    metadata = placed(topic, partition, first_offset, epoch, sum(e.batch.count for e in group))
+    futures: list[tuple[Any, object]] = []
+    head: Entry | None = None
+    last: Entry | None = None
+    at = 0
     for entry in group:
         n = entry.batch.count
-        entry.result = [RecordMetadata(topic, partition, offset + i, epoch) for i in range(n)]
-        offset += n
+        entry.result = metadata[at : at + n]
         if entry.future is not None:
-            give(entry.future, entry.result[0])  # send_async: one record
-        elif entry.event is not None:
-            entry.event.set()
+            futures.append((entry.future, metadata[at]))  # send_async: one record
+        elif entry.event is not None and not entry.leading:
+            if not chain:
+                entry.event.set()
+            elif last is None:
+                head = last = entry
+            else:
+                last.then = last = entry
+        at += n
+    if futures:
+        give(futures)
+    return head
 
 
-def fail(group: Sequence[Entry], error: BaseException, give: Callable[[Any, Any], None]) -> None:
-    """Answer each entry with ``error`` (``give`` fails a future)."""
+def wake(entry: Entry | None) -> None:
+    """Wake the caller of ``entry`` (the head of a chain :func:`settle` returned, or the
+    ``then`` of an entry whose caller is awake); the chain goes on from there."""
+    if entry is not None:
+        entry.event.set()
+
+
+def pass_on(entry: Entry) -> None:
+    """Called by an answered caller once awake: wake the next one of its chain."""
+    then = entry.then
+    if then is not None:
+        entry.then = None
+        then.event.set()
+
+
+def fail(group: Sequence[Entry], error: BaseException, give: Give) -> None:
+    """Answer each entry with ``error`` (``give`` fails the futures, all in one call)."""
+    futures: list[tuple[Any, object]] = []
     for entry in group:
         entry.error = error
         if entry.future is not None:
-            give(entry.future, error)
-        elif entry.event is not None:
+            futures.append((entry.future, error))
+        elif entry.event is not None and not entry.leading:
             entry.event.set()
+    if futures:
+        give(futures)

@@ -11,6 +11,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from .errors import InvalidArgument, InvalidArgumentType, RecordTooLarge
 
@@ -102,6 +103,50 @@ class RecordMetadata:
     partition: int
     offset: int
     epoch: int
+
+
+class _Placing:
+    """A RecordMetadata under construction: the same slots, in the same order, not frozen
+    (:func:`placed` fills one with plain stores, then makes it a RecordMetadata; the two
+    layouts are checked to match at import)."""
+
+    __slots__ = tuple(RecordMetadata.__slots__)
+    topic: Any
+    partition: Any
+    offset: Any
+    epoch: Any
+
+
+def placed(
+    topic: str, partition: int, first_offset: int, epoch: int, n: int
+) -> list[RecordMetadata]:
+    """The metadata of ``n`` records appended at ``first_offset`` onwards: equal to
+    ``[RecordMetadata(topic, partition, first_offset + i, epoch) for i in range(n)]``,
+    built without the frozen dataclass's ``__init__`` (this runs for every record sent).
+
+    >>> placed("orders", 0, 41, 3, 2)[1]
+    RecordMetadata(topic='orders', partition=0, offset=42, epoch=3)
+    """
+    out: list[RecordMetadata] = []
+    new = object.__new__
+    for offset in range(first_offset, first_offset + n):
+        md: Any = new(_Placing)
+        md.topic = topic
+        md.partition = partition
+        md.offset = offset
+        md.epoch = epoch
+        md.__class__ = RecordMetadata
+        out.append(md)
+    return out
+
+
+def _check_placing() -> None:
+    probe: Any = object.__new__(_Placing)
+    probe.__class__ = RecordMetadata  # a TypeError if the layouts differ
+    assert type(probe) is RecordMetadata
+
+
+_check_placing()
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,9 @@ T = TypeVar("T")
 _SERVE_AFTER_OWN = 8
 #: How long a queued send sleeps before it looks at the lock again on its own.
 _RECHECK_SECONDS = 0.5
+#: How long a sender waits for the callers it answered to run (threads: see
+#: _let_answered_run) before it sends what is queued anyway.
+_CHAIN_WAIT = 0.002
 
 
 class _Standing:
@@ -86,6 +89,7 @@ class _Standing:
         "pid",
         "pk",
         "queue",
+        "to_wake",
         "writer",
     )
 
@@ -104,6 +108,9 @@ class _Standing:
         self.queue: deque[Entry] = deque()
         #: Guards the queue's head (taking, withdrawing), never held across I/O.
         self.guard = runtime.state_lock()
+        #: The first of the callers last answered, not woken yet (see coalesce.settle):
+        #: woken as the next call leaves, or as the lock is let go.
+        self.to_wake: Entry | None = None
 
 
 class _Progress:
@@ -222,6 +229,12 @@ class Producer(ProcessBound):
         self.batch_size = batch_size
         self._sender: object | None = None
         self._to_send = runtime.Event()
+        #: Bytes send_async() queued since the sender last took the queues: while it
+        #: lingers, only a send that brings this to batch_size wakes it. (A count kept
+        #: without a lock: a lost update only ends one linger early or at its deadline.)
+        self._queued_bytes = 0
+        #: The sender is lingering (only a send that fills batch_size wakes it then).
+        self._lingering = False
         self._flushing = False
         #: Answers of send_async() futures, given once no partition lock is held.
         self._answers: list[tuple[runtime.Future[RecordMetadata], object]] = []
@@ -570,9 +583,12 @@ class Producer(ProcessBound):
         try:
             while not entry.done:
                 if runtime.try_lock(lock):
+                    entry.leading = True
                     try:
                         self._lead(standing, entry)
                     finally:
+                        entry.leading = False
+                        self._wake_answered(standing)
                         lock.release()
                         self._wake_head(standing)
                 else:
@@ -585,8 +601,10 @@ class Producer(ProcessBound):
         except BaseException:
             with standing.guard:
                 entry.abandoned = True  # not sent if it was not taken yet
+            coalesce.pass_on(entry)
             self._wake_head(standing)
             raise
+        coalesce.pass_on(entry)
         return entry.answer()
 
     def _standing_of(self, partition: object) -> _Standing:
@@ -600,10 +618,17 @@ class Producer(ProcessBound):
     def _lead(self, standing: _Standing, entry: Entry) -> None:
         """Send the queue's head (holding the partition's lock) until ``entry`` is
         answered; then go on for the sends queued meanwhile, a few calls more, so the
-        next call leaves without waiting for another thread or task to wake up."""
+        next call leaves without waiting for another thread or task to wake up (only for
+        the callers just answered to run: see :meth:`_let_answered_run`)."""
         extra = 0
-        while not entry.done or (standing.queue and extra < _SERVE_AFTER_OWN):
+        while True:
             if entry.done:
+                if extra >= _SERVE_AFTER_OWN:
+                    break
+                if standing.to_wake is not None:
+                    self._let_answered_run(standing)
+                if not standing.queue:
+                    break
                 extra += 1
             elif not standing.queue:
                 # Taken by a call that did not answer it: cannot happen (an interrupted call
@@ -612,15 +637,46 @@ class Producer(ProcessBound):
                 break
             self._send_next(standing)
 
+    def _let_answered_run(self, standing: _Standing) -> None:
+        """Wake the callers answered last and wait until each has run (or ``_CHAIN_WAIT``)
+        before the next call (threads only: under asyncio nobody waits to be woken).
+
+        Those callers are the ones that send next: sending at once, the call would leave
+        with the few of them that were quick enough, and the rest would make calls of
+        their own. Waiting while their threads take turns with the interpreter lock makes
+        one call of them all: measured with 8 threads, groups of 6-7 instead of 3-4, and a
+        third less CPU per send (bench.coalesce)."""
+        head = standing.to_wake
+        assert head is not None
+        standing.to_wake = None
+        end = coalesce.ChainEnd(runtime.Signal())
+        tail = head
+        while tail.then is not None:
+            tail = tail.then
+        tail.then = end
+        coalesce.wake(head)
+        end.event.wait(_CHAIN_WAIT)
+
     @contextlib.contextmanager
     def _holding(self, standing: _Standing) -> Iterator[None]:
         """Hold the partition's lock (no send in flight there); on letting it go, wake the
         next queued send."""
         try:
             with standing.lock:
-                yield
+                try:
+                    yield
+                finally:
+                    self._wake_answered(standing)
         finally:
             self._wake_head(standing)
+
+    def _wake_answered(self, standing: _Standing) -> None:
+        """Wake the callers answered last (the lock's holder calls this as its next call
+        leaves, or before it lets the lock go)."""
+        head = standing.to_wake
+        if head is not None:
+            standing.to_wake = None
+            coalesce.wake(head)
 
     def _wake_head(self, standing: _Standing) -> None:
         """After the partition's lock is let go: give the send_async() answers kept, and
@@ -691,6 +747,7 @@ class Producer(ProcessBound):
         )
         sent_at = time.monotonic()
         done.batch, done.sequenced, done.sent_at = batch, sequenced, sent_at
+        self._wake_answered(standing)  # the callers of the last call run while this one is out
         try:
             appended = self._execute(call, self.durability)
         except BaseException as exc:
@@ -726,14 +783,18 @@ class Producer(ProcessBound):
     def _answer(self, standing: _Standing, group: list[Entry], appended: Appended) -> None:
         # A resend answered from the window reports the epoch the records carry.
         epoch = appended.epoch if appended.epoch >= 0 else standing.writer.epoch
-        coalesce.settle(
+        head = coalesce.settle(
             group,
             topic=self.topic.name,
             partition=standing.pk.partition,
             first_offset=appended.first_offset,
             epoch=epoch,
             give=self._give,
+            chain=not runtime.IS_ASYNC,
         )
+        if head is not None:
+            self._wake_answered(standing)  # (none left: woken as this call left)
+            standing.to_wake = head
 
     def _interrupted(self, standing: _Standing, group: list[Entry], done: _Progress) -> None:
         """Leave no entry of an interrupted group unanswered (see :meth:`_send_next`)."""
@@ -776,11 +837,11 @@ class Producer(ProcessBound):
             f"(or call producer.resolve({p}))"
         )
 
-    def _give(self, future: runtime.Future[RecordMetadata], value: object) -> None:
-        """Answer a send_async() future once no partition lock is held (its callbacks may
+    def _give(self, answers: list[tuple[runtime.Future[RecordMetadata], object]]) -> None:
+        """Answer send_async() futures once no partition lock is held (their callbacks may
         send or flush: they must never run under the lock of the call that answered)."""
         with self._answers_guard:
-            self._answers.append((future, value))
+            self._answers += answers
 
     def _deliver(self) -> None:
         """Give the answers :meth:`_give` kept (call with no partition lock held). One
@@ -835,7 +896,10 @@ class Producer(ProcessBound):
         standing.queue.append(entry)
         if self._sender is None:
             self._sender = runtime.spawn(self._send_queued, f"fencing-sender-{self.session[:8]}")
-        if not self._to_send.is_set():  # (set means: the sender has yet to look at the queues)
+        self._queued_bytes += entry.size
+        if not self._to_send.is_set() and (
+            not self._lingering or self._queued_bytes >= self.batch_size
+        ):  # (set means: the sender has yet to look at the queues)
             self._to_send.set()
         return future
 
@@ -872,7 +936,12 @@ class Producer(ProcessBound):
                 runtime.wait_event(self._to_send, None)
                 self._to_send.clear()
             if self.linger_ms > 0 and not self._flushing and not self._closed:
-                self._linger()  # each batch waits for more, unless batch_size is met
+                self._lingering = True
+                try:
+                    self._linger()  # each batch waits for more, unless batch_size is met
+                finally:
+                    self._lingering = False
+            self._queued_bytes = 0  # what is queued now goes in the calls below
             for standing in list(self._standing.values()):
                 if not standing.queue:
                     continue
@@ -887,14 +956,15 @@ class Producer(ProcessBound):
 
     def _linger(self) -> None:
         """Wait up to ``linger_ms`` for more records, unless ``batch_size`` bytes wait
-        (every send_async() wakes the sender to count them)."""
+        (the send_async() that queues them wakes the sender)."""
         deadline = time.monotonic() + self.linger_ms / 1000.0
         while not self._flushing and not self._closed:
-            queued = sum(e.size for s in self._standing.values() for e in s.queue)
             left = deadline - time.monotonic()
-            if queued >= self.batch_size or left <= 0:
+            if self._queued_bytes >= self.batch_size or left <= 0:
                 return
             self._to_send.clear()
+            if self._queued_bytes >= self.batch_size:
+                return  # (reached between the check and the clear: its wake-up is gone)
             runtime.wait_event(self._to_send, left)
 
     def _standing_call(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import _thread
 import concurrent.futures
-import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -48,8 +47,10 @@ class Signal:
 
     def set(self) -> None:
         """Wake the waiter (or the next wait)."""
-        with contextlib.suppress(RuntimeError):  # already set
+        try:
             self._lock.release()
+        except RuntimeError:  # already set (a try, not contextlib.suppress: a hot path)
+            return
 
     def wait(self, timeout: float) -> bool:
         """Wait until set (True), or ``timeout`` seconds (False); clears it."""
@@ -112,10 +113,90 @@ def require_open(handle: Any) -> None:
     handle.open()
 
 
+_STATES = concurrent.futures._base  # the state names of concurrent.futures
+_PENDING, _RUNNING, _FINISHED = _STATES.PENDING, _STATES.RUNNING, _STATES.FINISHED
+_DONE = (_STATES.CANCELLED, _STATES.CANCELLED_AND_NOTIFIED, _FINISHED)
+_CANCELLED = (_STATES.CANCELLED, _STATES.CANCELLED_AND_NOTIFIED)
+#: Makes a future's Condition once, and settles futures that have none (see _Future).
+_MAKING = _thread.allocate_lock()
+
+
+#: What a _Future makes on first use.
+_LAZY: dict[str, Callable[[], Any]] = {
+    "_condition": threading.Condition,
+    "_waiters": list,
+    "_done_callbacks": list,
+}
+
+
+class _Future(concurrent.futures.Future[Any]):
+    """A ``concurrent.futures.Future`` that makes its ``threading.Condition`` only once
+    somebody waits on it, adds a callback or cancels it (all go through ``_condition``).
+
+    ``send_async()`` makes one per record and most are read only once done, so the
+    Condition (with its RLock) was most of what a queued record cost. Until a Condition
+    exists nobody can be waiting, so settling one then is a plain store: made and stored
+    under one module lock, the two never cross. Every other path is the standard one."""
+
+    #: Until first stored: no result, no error, and pending (class-wide defaults).
+    _state = _PENDING
+    _result = None
+    _exception = None
+
+    def __init__(self) -> None:
+        """Nothing to make until it is used (see :meth:`__getattr__`)."""
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached while the instance has no such attribute: the Condition, and the
+        # lists of waiters and callbacks, are made on first use (once, under a lock).
+        make = _LAZY.get(name)
+        if make is None:
+            raise AttributeError(name)
+        with _MAKING:
+            made = self.__dict__.get(name)
+            if made is None:
+                made = self.__dict__[name] = make()
+        return made
+
+    def done(self) -> bool:
+        return self._state in _DONE
+
+    def cancelled(self) -> bool:
+        return self._state in _CANCELLED
+
+    def result(self, timeout: float | None = None) -> Any:
+        if self._state is _FINISHED and self._exception is None:
+            return self._result
+        return super().result(timeout)
+
+    def set_running_or_notify_cancel(self) -> bool:
+        with _MAKING:
+            if "_condition" not in self.__dict__ and self._state is _PENDING:
+                self._state = _RUNNING
+                return True
+        return super().set_running_or_notify_cancel()
+
+    def set_result(self, result: Any) -> None:
+        with _MAKING:
+            if "_condition" not in self.__dict__ and self._state in (_PENDING, _RUNNING):
+                self._result = result
+                self._state = _FINISHED  # after the result: a reader of the state sees it
+                return
+        super().set_result(result)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        with _MAKING:
+            if "_condition" not in self.__dict__ and self._state in (_PENDING, _RUNNING):
+                self._exception = exception
+                self._state = _FINISHED
+                return
+        super().set_exception(exception)
+
+
 def new_future() -> concurrent.futures.Future[Any]:
-    """A future to settle from any thread (:func:`settle` / :func:`fail`)."""
-    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    return future
+    """A future to settle from any thread (:func:`settle` / :func:`fail`): a
+    ``concurrent.futures.Future`` (one that makes its Condition only when waited on)."""
+    return _Future()
 
 
 def claim_future(future: concurrent.futures.Future[Any]) -> bool:
@@ -125,13 +206,15 @@ def claim_future(future: concurrent.futures.Future[Any]) -> bool:
 
 def settle(future: concurrent.futures.Future[Any], result: Any) -> None:
     """Give ``future`` its result (nothing if it is already done)."""
-    if not future.done():
-        with contextlib.suppress(InvalidStateError):  # cancelled just now by its owner
-            future.set_result(result)
+    try:
+        future.set_result(result)
+    except InvalidStateError:  # done already (cancelled by its owner, say)
+        return
 
 
 def fail(future: concurrent.futures.Future[Any], error: BaseException) -> None:
     """Give ``future`` its exception (nothing if it is already done)."""
-    if not future.done():
-        with contextlib.suppress(InvalidStateError):  # cancelled just now by its owner
-            future.set_exception(error)
+    try:
+        future.set_exception(error)
+    except InvalidStateError:  # done already (cancelled by its owner, say)
+        return
