@@ -1,0 +1,66 @@
+"""The one-waiter wake-up both runtimes give a queued send (runtime ``Signal``)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from fencing.runtime.tasks import primitives as tasks
+from fencing.runtime.threads import primitives as threads
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_a_task_signal_set_before_the_wait_returns_at_once_and_clears() -> None:
+    signal = tasks.Signal()
+    signal.set()
+    signal.set()  # any number of times: one wake-up
+    assert await signal.wait(10) is True
+    assert await signal.wait(0.01) is False  # cleared: this one runs out
+
+
+async def test_a_task_signal_set_while_waiting_wakes_the_waiter() -> None:
+    signal = tasks.Signal()
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.01, signal.set)
+    assert await signal.wait(10) is True
+
+
+async def test_a_cancelled_wait_raises_and_leaves_the_signal_usable() -> None:
+    signal = tasks.Signal()
+    waiting = asyncio.ensure_future(signal.wait(10))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    signal.set()
+    assert await signal.wait(10) is True
+
+
+async def test_a_set_racing_a_cancel_is_not_lost_for_the_next_wait() -> None:
+    signal = tasks.Signal()
+    waiting = asyncio.ensure_future(signal.wait(10))
+    await asyncio.sleep(0)
+    signal.set()  # the waiter's future is done ...
+    waiting.cancel()  # ... and its task cancelled before it runs again
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert await signal.wait(0.01) is True  # the set is still there
+
+
+def test_a_thread_signal_wakes_a_waiter_in_another_thread() -> None:
+    signal = threads.Signal()
+    signal.set()
+    signal.set()
+    assert signal.wait(10) is True
+    assert signal.wait(0.01) is False
+    timer = threading.Timer(0.01, signal.set)
+    timer.start()
+    assert signal.wait(10) is True
