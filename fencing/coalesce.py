@@ -158,8 +158,11 @@ def merge_batches(batches: Sequence[EncodedBatch]) -> EncodedBatch:
     return EncodedBatch(len(layout), layout, parts, f"{crc:08x}")
 
 
-#: What answers futures: takes (future, result or error) pairs, one call per group.
-Give = Callable[[list[tuple[Any, object]]], None]
+#: What answers futures: the futures of a group and their results or errors, in one call.
+Give = Callable[[list[Any], list[object]], None]
+
+#: The ``result`` of a send_async() entry once answered: its answer went to its future.
+_GIVEN: list[RecordMetadata] = []
 
 
 def settle(
@@ -181,25 +184,29 @@ def settle(
     at once, all but one would wake only to sleep again on it, twice the context switches
     of a chain."""
     metadata = placed(topic, partition, first_offset, epoch, sum(e.batch.count for e in group))
-    futures: list[tuple[Any, object]] = []
+    futures: list[Any] = []
+    results: list[object] = []
     head: Entry | None = None
     last: Entry | None = None
     at = 0
     for entry in group:
         n = entry.batch.count
-        entry.result = metadata[at : at + n]
         if entry.future is not None:
-            futures.append((entry.future, metadata[at]))  # send_async: one record
-        elif entry.event is not None and not entry.leading:
-            if not chain:
-                entry.event.set()
-            elif last is None:
-                head = last = entry
-            else:
-                last.then = last = entry
+            entry.result = _GIVEN
+            futures.append(entry.future)
+            results.append(metadata[at])  # send_async: one record
+        else:
+            entry.result = metadata[at : at + n]
+            if entry.event is not None and not entry.leading:
+                if not chain:
+                    entry.event.set()
+                elif last is None:
+                    head = last = entry
+                else:
+                    last.then = last = entry
         at += n
     if futures:
-        give(futures)
+        give(futures, results)
     return head
 
 
@@ -220,12 +227,12 @@ def pass_on(entry: Entry) -> None:
 
 def fail(group: Sequence[Entry], error: BaseException, give: Give) -> None:
     """Answer each entry with ``error`` (``give`` fails the futures, all in one call)."""
-    futures: list[tuple[Any, object]] = []
+    futures: list[Any] = []
     for entry in group:
         entry.error = error
         if entry.future is not None:
-            futures.append((entry.future, error))
+            futures.append(entry.future)
         elif entry.event is not None and not entry.leading:
             entry.event.set()
     if futures:
-        give(futures)
+        give(futures, [error] * len(futures))

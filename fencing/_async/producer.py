@@ -235,7 +235,7 @@ class Producer(ProcessBound):
         self._lingering = False
         self._flushing = False
         #: Answers of send_async() futures, given once no partition lock is held.
-        self._answers: list[tuple[runtime.Future[RecordMetadata], object]] = []
+        self._answers: list[tuple[list[runtime.Future[RecordMetadata]], list[object]]] = []
         self._answers_guard = runtime.state_lock()
         self._delivering = runtime.state_lock()
         self._bind_process()
@@ -835,11 +835,11 @@ class Producer(ProcessBound):
             f"(or call producer.resolve({p}))"
         )
 
-    def _give(self, answers: list[tuple[runtime.Future[RecordMetadata], object]]) -> None:
+    def _give(self, futures: list[runtime.Future[RecordMetadata]], answers: list[object]) -> None:
         """Answer send_async() futures once no partition lock is held (their callbacks may
         send or flush: they must never run under the lock of the call that answered)."""
         with self._answers_guard:
-            self._answers += answers
+            self._answers.append((futures, answers))
 
     def _deliver(self) -> None:
         """Give the answers :meth:`_give` kept (call with no partition lock held). One
@@ -847,12 +847,14 @@ class Producer(ProcessBound):
         (what flush() promises)."""
         with self._delivering:
             with self._answers_guard:
-                answers, self._answers = self._answers, []
-            for future, value in answers:
-                if isinstance(value, BaseException):
-                    runtime.fail(future, value)
-                else:
-                    runtime.settle(future, value)
+                kept, self._answers = self._answers, []
+            settle, fail = runtime.settle, runtime.fail
+            for futures, answers in kept:
+                for future, value in zip(futures, answers, strict=True):
+                    if isinstance(value, BaseException):
+                        fail(future, value)
+                    else:
+                        settle(future, value)
 
     def _fail_queue(self, standing: _Standing, error: BaseException) -> None:
         """Answer every send still queued on a partition with ``error`` (none was sent)."""

@@ -138,25 +138,41 @@ class _Future(concurrent.futures.Future[Any]):
     exists nobody can be waiting, so settling one then is a plain store: made and stored
     under one module lock, the two never cross. Every other path is the standard one."""
 
-    #: Until first stored: no result, no error, and pending (class-wide defaults).
-    _state = _PENDING
-    _result = None
-    _exception = None
+    __slots__ = (
+        "_condition",
+        "_done_callbacks",
+        "_exception",
+        "_made",
+        "_result",
+        "_state",
+        "_waiters",
+    )
 
     def __init__(self) -> None:
-        """Nothing to make until it is used (see :meth:`__getattr__`)."""
+        """The base's fields but the Condition and lists (made on first use, see
+        :meth:`__getattr__`); in slots, so no instance dict is made either (a future is
+        made per record: fewer objects for the garbage collector to go over)."""
+        self._state = _PENDING
+        self._result = None
+        self._exception = None
+        #: Whether the Condition was made (then every path is the standard one).
+        self._made = False
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached while the instance has no such attribute: the Condition, and the
-        # lists of waiters and callbacks, are made on first use (once, under a lock).
+        # Only reached while the slot is empty: the Condition, and the lists of waiters and
+        # callbacks, are made on first use (once, under a lock).
         make = _LAZY.get(name)
         if make is None:
             raise AttributeError(name)
         with _MAKING:
-            made = self.__dict__.get(name)
-            if made is None:
-                made = self.__dict__[name] = make()
-        return made
+            try:
+                return object.__getattribute__(self, name)  # made meanwhile
+            except AttributeError:
+                made = make()
+                object.__setattr__(self, name, made)
+                if name == "_condition":
+                    self._made = True
+                return made
 
     def done(self) -> bool:
         return self._state in _DONE
@@ -171,14 +187,14 @@ class _Future(concurrent.futures.Future[Any]):
 
     def set_running_or_notify_cancel(self) -> bool:
         with _MAKING:
-            if "_condition" not in self.__dict__ and self._state is _PENDING:
+            if not self._made and self._state is _PENDING:
                 self._state = _RUNNING
                 return True
         return super().set_running_or_notify_cancel()
 
     def set_result(self, result: Any) -> None:
         with _MAKING:
-            if "_condition" not in self.__dict__ and self._state in (_PENDING, _RUNNING):
+            if not self._made and self._state in (_PENDING, _RUNNING):
                 self._result = result
                 self._state = _FINISHED  # after the result: a reader of the state sees it
                 return
@@ -186,7 +202,7 @@ class _Future(concurrent.futures.Future[Any]):
 
     def set_exception(self, exception: BaseException | None) -> None:
         with _MAKING:
-            if "_condition" not in self.__dict__ and self._state in (_PENDING, _RUNNING):
+            if not self._made and self._state in (_PENDING, _RUNNING):
                 self._exception = exception
                 self._state = _FINISHED
                 return
