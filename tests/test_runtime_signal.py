@@ -64,3 +64,18 @@ def test_a_thread_signal_wakes_a_waiter_in_another_thread() -> None:
     timer = threading.Timer(0.01, signal.set)
     timer.start()
     assert signal.wait(10) is True
+
+
+def test_waits_time_out_on_every_loop_and_leave_no_timer_behind() -> None:
+    # One ticker per loop: a second loop (asyncio.run makes a new one) keeps its own, and
+    # once no wait runs the ticker's timer is gone (a loop can close with nothing pending).
+    async def two_waits() -> tuple[bool, bool, bool]:
+        a, b, c = tasks.Signal(), tasks.Signal(), tasks.Signal()
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.02, b.set)
+        got = await asyncio.gather(a.wait(0.01), b.wait(10), c.wait(0.2))
+        ticker = tasks._tickers[loop]
+        return got[0], got[1], not ticker.waiting and ticker._handle is None
+
+    for _ in range(2):
+        assert asyncio.run(two_waits()) == (False, True, True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import weakref
 from asyncio import InvalidStateError
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -39,15 +40,18 @@ class Signal:
     """A wake-up for one waiter: :meth:`set` any number of times; :meth:`wait` returns once
     it was set since the last wait, and clears it (the threads twin is a bare lock).
 
-    A flag and, while somebody waits, a bare future of the loop with a timer: an
-    ``asyncio.Event`` under ``asyncio.timeout`` cost several times as much, and every
-    queued send waits on one. A cancelled waiter gets CancelledError as from any await."""
+    A flag and, while somebody waits, a bare future of the loop: an ``asyncio.Event`` under
+    ``asyncio.timeout`` cost several times as much, and every queued send waits on one.
+    Timeouts are kept by one ticker per loop (:class:`_Ticker`), not a timer per wait, and
+    end a wait up to ``_TICK`` seconds late. A cancelled waiter gets CancelledError as
+    from any await."""
 
-    __slots__ = ("_set", "_waiter")
+    __slots__ = ("_deadline", "_set", "_waiter")
 
     def __init__(self) -> None:
         self._set = False
         self._waiter: asyncio.Future[None] | None = None
+        self._deadline = 0.0
 
     def set(self) -> None:
         """Wake the waiter (or the next wait)."""
@@ -61,21 +65,62 @@ class Signal:
         """Wait until set (True), or ``timeout`` seconds (False); clears it."""
         if not self._set:
             loop = asyncio.get_running_loop()
+            ticker = _tickers.get(loop)
+            if ticker is None:
+                ticker = _tickers[loop] = _Ticker(loop)
             waiter = self._waiter = loop.create_future()
-            timer = loop.call_later(max(0.0, timeout), _wake, waiter)
+            self._deadline = loop.time() + timeout
+            ticker.add(self)
             try:
                 await waiter
             finally:
-                timer.cancel()
+                ticker.waiting.discard(self)
                 self._waiter = None
         got = self._set
         self._set = False
         return got
 
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
+    def _expire(self, now: float) -> bool:
+        """End the wait if its time ran out (the ticker's call); True if it is over."""
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return True
+        if now < self._deadline:
+            return False
         waiter.set_result(None)
+        return True
+
+
+#: How often a loop's ticker looks at the signals waited on (while any is).
+_TICK = 0.05
+
+
+class _Ticker:
+    """The timeouts of one loop's signal waits: one timer while any wait runs, every
+    ``_TICK`` seconds, instead of a timer made and cancelled per wait."""
+
+    __slots__ = ("_handle", "loop", "waiting")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.waiting: set[Signal] = set()
+        self._handle: asyncio.TimerHandle | None = None
+
+    def add(self, signal: Signal) -> None:
+        self.waiting.add(signal)
+        if self._handle is None:
+            self._handle = self.loop.call_later(_TICK, self._tick)
+
+    def _tick(self) -> None:
+        now = self.loop.time()
+        for signal in [s for s in self.waiting if s._expire(now)]:
+            self.waiting.discard(signal)
+        self._handle = self.loop.call_later(_TICK, self._tick) if self.waiting else None
+
+
+_tickers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Ticker] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 async def try_lock(lock: asyncio.Lock) -> bool:
