@@ -79,3 +79,16 @@ def test_waits_time_out_on_every_loop_and_leave_no_timer_behind() -> None:
 
     for _ in range(2):
         assert asyncio.run(two_waits()) == (False, True, True)
+
+
+def test_a_loop_without_weak_references_times_waits_out_on_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tasks, "_ticker_of", lambda loop: None)
+
+    async def waits() -> tuple[bool, bool]:
+        a, b = tasks.Signal(), tasks.Signal()
+        asyncio.get_running_loop().call_later(0.01, b.set)
+        return await a.wait(0.01), await b.wait(10)
+
+    assert asyncio.run(waits()) == (False, True)

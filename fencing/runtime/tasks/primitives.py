@@ -67,14 +67,21 @@ class Signal:
             loop = asyncio.get_running_loop()
             ticker = _tickers.get(loop)
             if ticker is None:
-                ticker = _tickers[loop] = _Ticker(loop)
+                ticker = _ticker_of(loop)
             waiter = self._waiter = loop.create_future()
             self._deadline = loop.time() + timeout
-            ticker.add(self)
+            timer = None
+            if ticker is not None:
+                ticker.add(self)
+            else:  # a loop that takes no weak reference: a timer of its own
+                timer = loop.call_later(max(0.0, timeout), self._expire, float("inf"))
             try:
                 await waiter
             finally:
-                ticker.waiting.discard(self)
+                if timer is not None:
+                    timer.cancel()
+                elif ticker is not None:
+                    ticker.waiting.discard(self)
                 self._waiter = None
         got = self._set
         self._set = False
@@ -121,6 +128,17 @@ class _Ticker:
 _tickers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Ticker] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def _ticker_of(loop: asyncio.AbstractEventLoop) -> _Ticker | None:
+    """A new ticker for ``loop``, or None if the loop takes no weak reference (kept
+    weakly: a closed loop's ticker goes with it)."""
+    ticker = _Ticker(loop)
+    try:
+        _tickers[loop] = ticker
+    except TypeError:
+        return None
+    return ticker
 
 
 async def try_lock(lock: asyncio.Lock) -> bool:
