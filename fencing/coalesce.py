@@ -7,9 +7,9 @@ once, all or nothing, under one sequence range, and gives every caller its own s
 metadata or the batch's error. A send with ``expected_offset`` keeps its own meaning: it is
 never merged, and goes alone in its turn. Shared by the sync and asyncio producers.
 
->>> queue = deque([Entry(encode_batch([Record(b"a")], limits)), Entry(encode_batch(...))])
->>> group = take_group(queue, limits)            # doctest: +SKIP
->>> merged = merge_batches([e.batch for e in group])
+>>> queue = deque([encode_one(b"a", None, None, limits), Entry.of(encode_batch(...))])
+>>> group = take_group(queue, limits, claim)     # doctest: +SKIP
+>>> merged = merge_batches(group)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from .protocol.topic import EncodedBatch, encode_batch
 from .record import Limits, Record, RecordMetadata, placed, to_bytes
@@ -32,12 +32,15 @@ class Entry:
 
     __slots__ = (
         "abandoned",
-        "batch",
+        "checksum",
+        "count",
         "error",
         "event",
         "expected_offset",
         "future",
+        "layout",
         "leading",
+        "parts",
         "result",
         "size",
         "then",
@@ -45,18 +48,25 @@ class Entry:
 
     def __init__(
         self,
-        batch: EncodedBatch,
+        count: int,
+        layout: str,
+        parts: list[bytes],
+        size: int,
         expected_offset: int | None = None,
         *,
         event: Any = None,
         future: Any = None,
     ) -> None:
-        self.batch = batch
+        #: The batch, as an EncodedBatch holds it (without a checksum: merge_batches
+        #: gives the call's batch one).
+        self.count = count
+        self.layout = layout
+        self.parts = parts
+        self.checksum = ""
+        self.size = size
         self.expected_offset = expected_offset
         self.event = event
         self.future = future
-        parts = batch.parts
-        self.size = len(parts[0]) if len(parts) == 1 else sum(map(len, parts))
         self.result: list[RecordMetadata] | None = None
         self.error: BaseException | None = None
         #: Its caller gave up (interrupted, cancelled) before it was taken: never sent.
@@ -66,6 +76,27 @@ class Entry:
         #: The next answered caller to wake once this one's caller is awake (a chain:
         #: see :func:`settle`).
         self.then: Any = None
+
+    @classmethod
+    def of(
+        cls,
+        batch: EncodedBatch,
+        expected_offset: int | None = None,
+        *,
+        event: Any = None,
+        future: Any = None,
+    ) -> Entry:
+        """The entry of an encoded batch (``send_batch``)."""
+        size = sum(map(len, batch.parts))
+        return cls(
+            batch.count,
+            batch.layout,
+            batch.parts,
+            size,
+            expected_offset,
+            event=event,
+            future=future,
+        )
 
     @property
     def done(self) -> bool:
@@ -91,26 +122,37 @@ class ChainEnd:
         self.then = None
 
 
-def encode_one(value: object, key: object, headers: object, limits: Limits) -> EncodedBatch:
-    """One record encoded for the queue (no checksum: the merged batch gets one), checked
-    against ``limits`` before any I/O; what ``encode_batch`` makes of it, without building
-    a :class:`Record` when it has no headers."""
+def encode_one(
+    value: object,
+    key: object,
+    headers: object,
+    limits: Limits,
+    expected_offset: int | None = None,
+    *,
+    event: Any = None,
+    future: Any = None,
+) -> Entry:
+    """The queue entry of one record (no checksum: the merged batch gets one), checked
+    against ``limits`` before any I/O: what ``encode_batch`` makes of the record, without
+    building a :class:`Record` or a batch when it has no headers (this runs per send)."""
     if headers is not None:
         raw_key = None if key is None else to_bytes("key", key)
         record = Record(to_bytes("value", value), raw_key, headers)  # type: ignore[arg-type]
-        return encode_batch((record,), limits, checksum=False)
+        batch = encode_batch((record,), limits, checksum=False)
+        return Entry.of(batch, expected_offset, event=event, future=future)
     raw = value if type(value) is bytes else to_bytes("value", value)
     if key is None:
         size = len(raw)
-        batch = EncodedBatch(1, "0", [raw], "")
+        layout, parts = "0", [raw]
     else:
         raw_key = key if type(key) is bytes else to_bytes("key", key)
         size = len(raw) + len(raw_key)
-        batch = EncodedBatch(1, "1", [raw, raw_key], "")
+        layout, parts = "1", [raw, raw_key]
     if size > limits.max_record_bytes:
         limits.check_record(size)
-    limits.check_batch(1, size)
-    return batch
+    if size > limits.max_batch_bytes:
+        limits.check_batch(1, size)
+    return Entry(1, layout, parts, size, expected_offset, event=event, future=future)
 
 
 def take_group(queue: deque[Entry], limits: Limits, claim: Callable[[Any], bool]) -> list[Entry]:
@@ -126,7 +168,7 @@ def take_group(queue: deque[Entry], limits: Limits, claim: Callable[[Any], bool]
             continue
         if entry.expected_offset is not None and group:
             break
-        n = entry.batch.count
+        n = entry.count
         if group and (
             count + n > limits.max_batch_records or size + entry.size > limits.max_batch_bytes
         ):
@@ -142,16 +184,28 @@ def take_group(queue: deque[Entry], limits: Limits, claim: Callable[[Any], bool]
     return group
 
 
-def merge_batches(batches: Sequence[EncodedBatch]) -> EncodedBatch:
-    """One batch made of ``batches`` in order: the very batch ``encode_batch`` makes of all
-    their records (same layout, parts and checksum; a batch encoded without its checksum
-    gets it here)."""
+class _Batch(Protocol):
+    """What :func:`merge_batches` reads of a batch (an EncodedBatch, or an Entry)."""
+
+    @property
+    def layout(self) -> str: ...
+    @property
+    def parts(self) -> Sequence[bytes]: ...
+    @property
+    def checksum(self) -> str: ...
+
+
+def merge_batches(batches: Sequence[_Batch]) -> EncodedBatch:
+    """One batch made of ``batches`` (encoded batches, or queue entries) in order: the
+    very batch ``encode_batch`` makes of all their records (same layout, parts and
+    checksum; a batch encoded without its checksum gets it here)."""
     if len(batches) == 1:
-        if batches[0].checksum:
-            return batches[0]
-        layout, parts = batches[0].layout, batches[0].parts
+        one = batches[0]
+        if one.checksum and isinstance(one, EncodedBatch):
+            return one
+        layout, parts = one.layout, list(one.parts)
     else:
-        layout = "".join(b.layout for b in batches)
+        layout = "".join([b.layout for b in batches])
         parts = [part for b in batches for part in b.parts]
     head = (layout + ":" + ",".join([str(len(part)) for part in parts])).encode()
     crc = zlib.crc32(b"".join(parts), zlib.crc32(head))
@@ -183,14 +237,14 @@ def settle(
     wakes the next (``then``) once it runs. Threads share one interpreter lock: woken all
     at once, all but one would wake only to sleep again on it, twice the context switches
     of a chain."""
-    metadata = placed(topic, partition, first_offset, epoch, sum(e.batch.count for e in group))
+    metadata = placed(topic, partition, first_offset, epoch, sum([e.count for e in group]))
     futures: list[Any] = []
     results: list[object] = []
     head: Entry | None = None
     last: Entry | None = None
     at = 0
     for entry in group:
-        n = entry.batch.count
+        n = entry.count
         if entry.future is not None:
             entry.result = _GIVEN
             futures.append(entry.future)

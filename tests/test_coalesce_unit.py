@@ -33,13 +33,21 @@ def test_encode_one_is_encode_batch_of_one_record(record: Record) -> None:
     headers = dict(record.headers) or None
     one = encode_one(record.value, record.key, headers, limits)
     assert merge_batches([one]) == encode_batch([record], limits)
+    assert one.size == record.size and one.count == 1
+
+
+@given(st.lists(records, min_size=1, max_size=8))
+def test_merged_entries_are_encode_batch_of_all_their_records(batch: list[Record]) -> None:
+    limits = Limits()
+    entries = [encode_one(r.value, r.key, dict(r.headers) or None, limits) for r in batch]
+    assert merge_batches(entries) == encode_batch(batch, limits)
 
 
 def test_take_group_respects_limits_order_and_solo_entries() -> None:
     limits = Limits(max_record_bytes=100, max_batch_records=3, max_batch_bytes=100)
 
     def entry(size: int, expected: int | None = None) -> Entry:
-        return Entry(encode_batch([Record(b"x" * size)], limits, checksum=False), expected)
+        return Entry.of(encode_batch([Record(b"x" * size)], limits, checksum=False), expected)
 
     a, b, c, d, e, f = entry(10), entry(10), entry(10), entry(10), entry(90), entry(1, 7)
     queue = deque([a, b, c, d, e, f])

@@ -530,12 +530,12 @@ class Producer(ProcessBound):
         Without ``partition`` the key picks one (Kafka's murmur2); records without a key go
         round-robin. ``expected_offset`` needs an explicit partition unless the topic has one.
         """
-        batch = coalesce.encode_one(value, key, headers, self.topic.limits)
+        entry = coalesce.encode_one(value, key, headers, self.topic.limits, expected_offset)
         if partition is None:
             partition = self._choose_partition(
-                None if key is None else batch.parts[1], expected_offset
+                None if key is None else entry.parts[1], expected_offset
             )
-        return (self._send(batch, partition, expected_offset))[0]
+        return (self._send(entry, partition))[0]
 
     def send_batch(
         self,
@@ -558,18 +558,17 @@ class Producer(ProcessBound):
         batch = protocol.topic.encode_batch(records_list, self.topic.limits, checksum=False)
         if partition is None:
             partition = self._batch_partition(records_list, expected_offset)
-        return self._send(batch, partition, expected_offset)
+        return self._send(Entry.of(batch, expected_offset), partition)
 
-    def _send(
-        self, batch: EncodedBatch, partition: int, expected_offset: int | None
-    ) -> list[RecordMetadata]:
-        """Queue a batch on its partition and wait for its answer (group commit)."""
+    def _send(self, entry: Entry, partition: int) -> list[RecordMetadata]:
+        """Queue an entry on its partition and wait for its answer (group commit)."""
         if self._fenced is not None:
             raise self._fenced
         if not self._opened or self._closed:
             self.open()  # opens, or raises for a closed producer
         self._check_process()
         standing = self._standing_of(partition)
+        expected_offset = entry.expected_offset
         if expected_offset is not None:
             check_int("expected_offset", expected_offset)
             if expected_offset > MAX_OFFSET:
@@ -577,7 +576,7 @@ class Producer(ProcessBound):
                     f"expected_offset {expected_offset} is beyond any offset a partition can "
                     f"reach ({MAX_OFFSET})"
                 )
-        entry = Entry(batch, expected_offset, event=runtime.Signal())
+        entry.event = runtime.Signal()
         standing.queue.append(entry)
         lock = standing.lock
         try:
@@ -726,7 +725,7 @@ class Producer(ProcessBound):
 
     def _send_group(self, standing: _Standing, group: list[Entry], done: _Progress) -> None:
         topic = self.topic
-        batch = coalesce.merge_batches([entry.batch for entry in group])
+        batch = coalesce.merge_batches(group)
         p = standing.pk.partition
         idempotent = self.idempotent
         sequenced = Sequenced(
@@ -889,12 +888,11 @@ class Producer(ProcessBound):
         if not self._opened or self._closed:
             self.open()
         self._check_process()
-        batch = coalesce.encode_one(value, key, headers, self.topic.limits)
-        if partition is None:
-            partition = self._choose_partition(None if key is None else batch.parts[1], None)
-        standing = self._standing_of(partition)
         future: runtime.Future[RecordMetadata] = runtime.new_future()
-        entry = Entry(batch, future=future)
+        entry = coalesce.encode_one(value, key, headers, self.topic.limits, future=future)
+        if partition is None:
+            partition = self._choose_partition(None if key is None else entry.parts[1], None)
+        standing = self._standing_of(partition)
         standing.queue.append(entry)
         if self._sender is None:
             self._sender = runtime.spawn(self._send_queued, f"fencing-sender-{self.session[:8]}")

@@ -18,6 +18,7 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 
+from ... import process
 from .primitives import wait_event
 
 
@@ -31,6 +32,7 @@ class ScriptConnections:
         self._reuse = own_pool and pool.connection_kwargs.get("credential_provider") is None
         self._stack: list[Any] = []
         self._pid = os.getpid()
+        self._forks = process._forks
         self._wait = wait
         self._returned: asyncio.Event | None = None
         self._waiting = 0
@@ -39,8 +41,8 @@ class ScriptConnections:
         """A connection ready to be written to."""
         if not self._reuse:
             return await self.pool.get_connection()  # type: ignore[no-untyped-call]
-        if self._pid != os.getpid():
-            self._stack, self._pid = [], os.getpid()
+        if self._forks != process._forks:  # a forked child: not one connection is its own
+            self._stack, self._pid, self._forks = [], os.getpid(), process._forks
         try:
             conn = self._stack.pop()
         except IndexError:

@@ -42,6 +42,8 @@ from typing import Any
 import redis
 import redis.exceptions
 
+from ... import process
+
 
 class ScriptConnections:
     """Checkout and checkin of the connections that run scripts (thread-safe)."""
@@ -53,6 +55,7 @@ class ScriptConnections:
         self._reuse = own_pool and pool.connection_kwargs.get("credential_provider") is None
         self._stack: list[Any] = []  # list.pop/append are atomic under the GIL
         self._pid = os.getpid()
+        self._forks = process._forks
         self._wait = wait
         self._returned = threading.Condition()
         self._waiting = 0
@@ -61,8 +64,8 @@ class ScriptConnections:
         """A connection ready to be written to."""
         if not self._reuse:
             return self.pool.get_connection()
-        if self._pid != os.getpid():
-            self._stack, self._pid = [], os.getpid()
+        if self._forks != process._forks:  # a forked child: not one connection is its own
+            self._stack, self._pid, self._forks = [], os.getpid(), process._forks
             self._returned, self._waiting = threading.Condition(), 0
         try:
             conn = self._stack.pop()
