@@ -9,26 +9,30 @@
   KEYS[5]  PID -> last write (zset)            <ns>:{<topic>/<p>}:pidexp
   KEYS[6]  producer names (hash)               <ns>:{<topic>/<p>}:names
   ARGV[1]  inc        the partition incarnation the caller saw
-  ARGV[2]  seen_next  the highest next offset the caller saw (0 if none)
-  ARGV[3]  expected   '' for no check, else the offset the batch must start at
-  ARGV[4]  producer   producer id written with each record
-  ARGV[5]  epoch      the epoch the producer holds ('x') or registered under ('s')
-  ARGV[6]  session    the producer's session id
-  ARGV[7]  mode       'x' exclusive holder, 's' shared producer
-  ARGV[8]  ttl_ms     an exclusive holder's lease is extended to now + ttl_ms
-  ARGV[9]  row_inc    the incarnation of the producer row the producer saw
-  ARGV[10] pid_gen    the producer's PID generation on this partition
-  ARGV[11] first_seq  sequence of the first record ('' for a non-idempotent producer)
-  ARGV[12] checksum   checksum of the batch's records (with the PID and range: its identity)
-  ARGV[13] name       the producer's name ('' if unnamed)
-  ARGV[14] layout     one character per record: '0' value, '1' value+key, '2' value+headers,
+  ARGV[2]  header     the short arguments, separated by one space each, in this order:
+             seen_next  the highest next offset the caller saw (0 if none)
+             epoch      the epoch the producer holds ('x') or registered under ('s')
+             ttl_ms     an exclusive holder's lease is extended to now + ttl_ms
+             pid_gen    the producer's PID generation on this partition
+             first_seq  sequence of the first record ('' for a non-idempotent producer)
+             expected   '' for no check, else the offset the batch must start at
+             mode       'x' exclusive holder, 's' shared producer
+             producer   producer id written with each record
+             name       the producer's name ('' if unnamed)
+           (one argument instead of nine: each argument costs the server more than a
+           capture of the one match that splits them)
+  ARGV[3]  session    the producer's session id
+  ARGV[4]  row_inc    the incarnation of the producer row the producer saw
+  ARGV[5]  checksum   checksum of the batch's records (with the PID and range: its identity)
+  ARGV[6]  layout     one character per record: '0' value, '1' value+key, '2' value+headers,
                       '3' value+key+headers
-  ARGV[15..] the records' values, keys and headers, in layout order
+  ARGV[7..] the records' values, keys and headers, in layout order
 
   Producer state expires after the partition's own expiry (pidexp in its metadata), never an
   argument: a caller's settings cannot expire other producers' state.
 
-  Returns {first_offset, timestamp_ms, start, duplicate, written_epoch}: the batch holds
+  Returns "<first_offset> <timestamp_ms> <start> <duplicate> <written_epoch>" (one string: a
+    table reply costs the server more than the rest of a check): the batch holds
     offsets first_offset .. first_offset + #layout - 1; start is the first retained offset
     after retention; duplicate is 1 when this exact batch had landed before (nothing written,
     the offsets are the original ones, and written_epoch the epoch it was written in, -1 if
@@ -48,7 +52,146 @@
   0-(offset+1), so the stream itself refuses to reuse an offset. (The stream's own G9 check,
   a TYPE call, is made only when a reply is due or by the first XADD: which check fails
   first, and so which error a call gets, is as this order says.)
+
+  Two paths. The fast path below takes the common send only: a producer that stands, the
+  next batch of a live PID state it owns (or a producer that is not idempotent), on a
+  partition with records. It reads what the checks need and writes exactly what the general
+  path would, with no helper closures (Lua creates one per `local function` on every call),
+  no tables of its own and few C calls: it compares strings as stored (the scripts store
+  every number as '%d' digits) instead of converting them. Anything else - any check that
+  would fail, a key of another type, a first batch, a duplicate, a stale expiry index entry
+  - leaves it before its first write, and the general path after it runs the whole
+  sequence from the start, so every error, and every answer but this one, is the general
+  path's.
 ]]
+
+-- [fast path] (bench.script_cost and tests/test_append_paths.py cut the script at these
+-- two marker lines)
+do
+  local call, try = redis.call, redis.pcall
+  local seen_next, epoch, ttl_ms, pid_gen, first_seq, expected, mode, producer, name =
+    string.match(ARGV[2], '^(%d+) (%d+) ([1-9]%d*) (%d+) (%d*) (%d*) ([sx]) (%S+) (%S*)$')
+  local meta = KEYS[1]
+  -- (pidexp is read only for a PID state older than a second: every partition's is at
+  -- least 1000 ms, so a younger one is live.)
+  local v = try('HMGET', meta, 'inc', 'next', 'start', 'maxlen')
+  local next_s, start_s = v[2], v[3]
+  -- Each integer argument as the general path takes it (int_arg: at most 15 digits here);
+  -- the stored ones are '%d' digits, so equal strings are equal numbers. A partition
+  -- without records (next 0) leaves: its stream may be missing (stream_lost).
+  if seen_next and v[1] == ARGV[1] and next_s and next_s ~= '0' and start_s
+      and #seen_next <= 15 and #epoch <= 15 and #ttl_ms <= 15 and #pid_gen <= 15
+      and #first_seq <= 15 and (expected == '' or expected == next_s) then
+    local next_offset = next_s + 0
+    local session, row_key = ARGV[3], KEYS[3]
+    local w
+    if mode == 's' then
+      w = try('HMGET', row_key, 'inc', 'token', 'mode')
+    else
+      w = try('HMGET', row_key, 'inc', 'token', 'mode', 'session')
+    end
+    -- G9 and G2 (check_partition, check_standing).
+    local standing = (seen_next == next_s or next_offset >= seen_next + 0) and w[1] == ARGV[4]
+      and w[2] == epoch and w[3] == mode and (mode == 's' or w[4] == session)
+    if standing and name ~= '' then
+      -- check_name: a name nobody holds, or held by this incarnation (a producer id without
+      -- spaces, as check_name's match needs).
+      local owner = try('HGET', KEYS[6], name)
+      standing = owner == false
+        or owner == producer .. ' ' .. pid_gen and not string.find(producer, ' ', 1, true)
+    end
+    if standing then
+      local pids, raw, g, s, tw, x, o, kept = KEYS[4], nil, nil, nil, nil, nil, nil, nil
+      if first_seq ~= '' then
+        raw = try('HGET', pids, producer)
+        if type(raw) == 'string' then
+          -- STATE_RE's fields and KEPT_RE's window (include/idempotence.lua), of a state
+          -- with an owner and a last sequence of 0 or more.
+          g, s, tw, x, o, kept = string.match(raw,
+            '^(%d+) (%d+) (%d+) (%d+) ([^|]*)(|?[^|]*|?[^|]*|?[^|]*|?[^|]*)')
+        end
+      end
+      local t = call('TIME')
+      local us = t[2]
+      local l = #us
+      -- now_ms() as '%d' digits, without a format call.
+      local ts = t[1] .. (l == 6 and string.sub(us, 1, 3) or l == 5 and '0' .. string.sub(us, 1, 2)
+        or l == 4 and '00' .. string.sub(us, 1, 1) or '000')
+      local now = ts + 0
+      local first_s = first_seq ~= '' and first_seq + 0
+      -- G5: this PID's own live state (check_owner, read_pid), and this batch the next one
+      -- (first_seq as '%d' digits: as long as the last sequence, or one digit longer and a
+      -- power of ten). The expiry index entry is fresh (else check_expiry_index and a ZADD:
+      -- the general path).
+      if first_seq == '' or g == pid_gen and o == session and first_s == s + 1
+          and (#first_seq == #s or #first_seq == #s + 1 and first_s == 10 ^ #s)
+          and now - x < 60000
+          and (now - tw < 1000 or tw + 0 >= now - (call('HGET', meta, 'pidexp') or 604800000)) then
+        local stream, layout = KEYS[2], ARGV[6]
+        local n = #layout
+        -- append_records: the first XADD goes through pcall with NOMKSTREAM, so a stream
+        -- that is missing or of another type leaves with nothing written.
+        local add, pos, i, id, reply = try, 7, 1, nil, nil
+        while i <= n do
+          local shape = string.byte(layout, i) - 48
+          id = string.format('%d', next_offset + i)
+          if shape == 0 then
+            reply = add('XADD', stream, 'NOMKSTREAM', '0-' .. id, 't', ts, 'e', epoch, 'p',
+              producer, 'v', ARGV[pos])
+            pos = pos + 1
+          elseif shape == 1 then
+            reply = add('XADD', stream, 'NOMKSTREAM', '0-' .. id, 't', ts, 'e', epoch, 'p',
+              producer, 'v', ARGV[pos], 'k', ARGV[pos + 1])
+            pos = pos + 2
+          elseif shape == 2 then
+            reply = add('XADD', stream, 'NOMKSTREAM', '0-' .. id, 't', ts, 'e', epoch, 'p',
+              producer, 'v', ARGV[pos], 'h', ARGV[pos + 1])
+            pos = pos + 2
+          else
+            reply = add('XADD', stream, 'NOMKSTREAM', '0-' .. id, 't', ts, 'e', epoch, 'p',
+              producer, 'v', ARGV[pos], 'k', ARGV[pos + 1], 'h', ARGV[pos + 2])
+            pos = pos + 3
+          end
+          if add == try then
+            if type(reply) ~= 'string' then
+              break
+            end
+            add = call
+          end
+          i = i + 1
+        end
+        if n > 0 and i > n then
+          -- Retention, then the new next offset ('start' is written when it moved only:
+          -- the same value as stored otherwise).
+          local maxlen = v[4]
+          local last = next_offset + n
+          maxlen = maxlen ~= '0' and (maxlen or 0) + 0 or 0
+          if maxlen > 0 and last - start_s > maxlen then
+            local start = last - maxlen
+            start_s = string.format('%d', start)
+            call('XTRIM', stream, 'MINID', string.format('0-%d', start + 1))
+            call('HSET', meta, 'next', id, 'start', start_s)
+          else
+            call('HSET', meta, 'next', id)
+          end
+          if mode == 'x' then
+            call('HSET', row_key, 'expires', string.format('%d', now + ttl_ms))
+          end
+          if first_seq ~= '' then
+            -- save_batch: the same string, from the stored digits.
+            local last_s = n == 1 and first_seq or string.format('%d', first_s + n - 1)
+            call('HSET', pids, producer, g .. ' ' .. last_s .. ' ' .. ts .. ' ' .. x .. ' '
+              .. session .. '|' .. first_seq .. ' ' .. last_s .. ' ' .. ARGV[5] .. ' ' .. next_s
+              .. kept)
+          end
+          return next_s .. ' ' .. ts .. ' ' .. start_s .. ' 0 ' .. epoch
+        end
+      end
+    end
+  end
+end
+
+-- [general path]
 --- @include "common"
 --- @include "partition"
 --- @include "producer"
@@ -56,26 +199,18 @@
 
 local meta, stream, row_key, pids, pid_expiry, names = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
   KEYS[5], KEYS[6]
-local expected, producer, session, mode = ARGV[3], ARGV[4], ARGV[6], ARGV[7]
-local row_inc, first_seq, checksum = ARGV[9], ARGV[11], ARGV[12]
-local name, layout = ARGV[13], ARGV[14]
--- The integer arguments, as int_arg takes them (decimal digits, at most 17 characters,
--- within +-MAX_INT), in one match when each has at most 15 characters (so within MAX_INT),
--- else one by one through int_arg: C calls are most of what an append costs.
-local epoch, ttl_ms, pid_gen, first_s, seen_next = string.match(
-  ARGV[5] .. ' ' .. ARGV[8] .. ' ' .. ARGV[10] .. ' ' .. first_seq .. ' ' .. ARGV[2],
-  '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d*) (%-?%d+)$')
-if epoch and #epoch <= 15 and #ttl_ms <= 15 and #pid_gen <= 15 and #first_s <= 15
-    and #seen_next <= 15 then
-  epoch, ttl_ms, pid_gen, seen_next = epoch + 0, ttl_ms + 0, pid_gen + 0, seen_next + 0
-  first_s = first_s ~= '' and first_s + 0 or nil
-else
-  epoch, ttl_ms, pid_gen, seen_next = int_arg(ARGV[5]), int_arg(ARGV[8]), int_arg(ARGV[10]),
-    int_arg(ARGV[2])
-  first_s = first_seq ~= '' and int_arg(first_seq) or nil
+local a_seen_next, a_epoch, a_ttl_ms, a_pid_gen, first_seq, expected, mode, producer, name =
+  string.match(ARGV[2], '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
+if a_seen_next == nil then
+  return fail(E.BAD_ARGUMENT, 'header', ARGV[2])
 end
+local session, row_inc, checksum, layout = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+-- The integer arguments: decimal digits, at most 17 characters, within +-MAX_INT (int_arg).
+local epoch, ttl_ms, pid_gen, seen_next = int_arg(a_epoch), int_arg(a_ttl_ms),
+  int_arg(a_pid_gen), int_arg(a_seen_next)
+local first_s = first_seq ~= '' and int_arg(first_seq) or nil
 if epoch == nil or ttl_ms == nil or ttl_ms <= 0 or pid_gen == nil or pid_gen < 0 then
-  return fail(E.BAD_ARGUMENT, 'epoch/ttl_ms/pid_gen', ARGV[5] .. '/' .. ARGV[8] .. '/' .. ARGV[10])
+  return fail(E.BAD_ARGUMENT, 'epoch/ttl_ms/pid_gen', a_epoch .. '/' .. a_ttl_ms .. '/' .. a_pid_gen)
 end
 local n = #layout
 if n == 0 then
@@ -89,7 +224,7 @@ if first_seq ~= '' then
   last_s = first_s + n - 1
 end
 if seen_next == nil then
-  return fail(E.BAD_ARGUMENT, 'seen_next', ARGV[2])
+  return fail(E.BAD_ARGUMENT, 'seen_next', a_seen_next)
 end
 -- G9: the partition is the one the caller saw. Its stream's own check (stream_lost, a TYPE
 -- call) comes with the first write instead (append_records), or before any other reply:
@@ -148,7 +283,7 @@ if first_s ~= nil then
             end
           end
         end
-        return {seen[4], now, (v[3] or 0) + 0, 1, written}
+        return string.format('%d %d %d 1 %s', seen[4], now, (v[3] or 0) + 0, written)
       end
       return fail(E.OUT_OF_ORDER_SEQUENCE, producer, s + 1, first_s)
     end
@@ -171,7 +306,7 @@ if expected ~= '' and tonumber(expected) ~= next_offset then
 end
 local start
 start, bad = append_records(meta, stream, next_offset, (v[3] or 0) + 0, (v[4] or 0) + 0,
-  layout, 1, n, 15, string.format('%d', now), ARGV[5], producer, true)
+  layout, 1, n, 7, string.format('%d', now), a_epoch, producer, true)
 if bad then return bad end
 if mode == 'x' then
   -- A send extends the holder's lease: a lapsed holder that nobody replaced keeps its
@@ -188,4 +323,4 @@ if first_s ~= nil then
   save_batch(pids, pid_expiry, producer, now, pid_gen, session, x, raw, w, first_s, last_s,
     checksum, next_offset)
 end
-return {next_offset, now, start, 0, epoch}
+return string.format('%d %d %d 0 %d', next_offset, now, start, epoch)

@@ -122,14 +122,16 @@ def test_lost_reply_is_retried_with_the_same_sequence(
         with proxy.observe(APPEND) as seen, proxy.drop_replies(APPEND, close=close) as lost:
             mds = p.send_batch([b"a", b"b", b"c"], partition=0)
         # The first attempt ran and lost its reply; exactly one retry answered, and it was
-        # the very same request: same PID (ARGV 4), generation (10), first sequence (11)
-        # and checksum (12). ARGV[i] is argument 8 + i after EVALSHA, sha, numkeys, 6 keys.
+        # the very same request: same PID, generation and first sequence (fields 8, 4 and
+        # 5 of the header, ARGV 2) and checksum (ARGV 5). ARGV[i] is argument 8 + i after
+        # EVALSHA, sha, numkeys, 6 keys.
         assert (lost.hits, seen.hits) == (1, 2)
         first, retry = (evalsha_args(chunk) for chunk in seen.captured)
         assert first == retry
-        assert [first[8 + i] for i in (4, 10, 11)] == [b"%d" % p.producer_id, b"0", b"1"]
+        header = first[8 + 2].split(b" ")
+        assert [header[i - 1] for i in (8, 4, 5)] == [b"%d" % p.producer_id, b"0", b"1"]
         batch = [fencing.Record(v) for v in (b"a", b"b", b"c")]
-        assert first[8 + 12] == protocol.topic.checksum(batch).encode()
+        assert first[8 + 5] == protocol.topic.checksum(batch).encode()
         assert proxy.dropped_reply_bytes > 0
         assert mds == metadata(p, 1, 3)
         assert_log(raw, pk, [b"w0", b"a", b"b", b"c"], p.producer_id)

@@ -1,0 +1,449 @@
+"""The append script's fast path agrees with its general path (lua/append-6.lua).
+
+The script first tries a fast path for the common send and, whenever that path declines,
+runs the general path from the start. Each step here runs one append call three times from
+the same stored state (DUMP and RESTORE of every key the script touches): through the
+whole script, through the general path alone, and through the fast path alone (the general
+path cut off). The whole script and the general path must give the same reply or error and
+leave the same state (server times masked); the fast path alone must either decline (so the
+general path answered) or give exactly the whole script's answer. Each step also says which
+path is meant to answer it, so a fast path that quietly declines everything fails too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+import redis
+
+import fencing
+from fencing import AccessMode, protocol
+from fencing._sync.producer import Producer
+from fencing.keys import PartitionKeys
+from fencing.lua_loader import _build, lua_dir, script
+from fencing.protocol.topic import Sequenced
+
+DECLINED = "FAST_PATH_DECLINED"
+#: The fields of the append script's header argument (ARGV[2]), in order.
+HEADER = (
+    "seen_next",
+    "epoch",
+    "ttl_ms",
+    "pid_gen",
+    "first_seq",
+    "expected",
+    "mode",
+    "producer",
+    "name",
+)
+#: Long enough that no lease renewal falls inside a test.
+LEASE_TTL = 60.0
+
+
+def _variants() -> dict[str, str]:
+    text = (lua_dir() / "append-6.lua").read_text(encoding="utf-8")
+    fast, general = text.index("-- [fast path]"), text.index("-- [general path]")
+    return {
+        "whole": script("append").source,
+        "general": _build("append", 6, text[:fast] + text[general:], lua_dir()).source,
+        "fast": _build(
+            "append", 6, text[:general] + f"return redis.error_reply('{DECLINED}')\n", lua_dir()
+        ).source,
+    }
+
+
+VARIANTS = _variants()
+
+
+@dataclass
+class Paths:
+    raw: redis.Redis
+    client: fencing.Client
+
+    def time_ms(self) -> int:
+        seconds, micros = self.raw.time()
+        return seconds * 1000 + micros // 1000
+
+    def run(self, source: str, keys: tuple[str, ...], args: tuple[Any, ...]) -> str:
+        try:
+            reply = self.raw.eval(source, len(keys), *keys, *args)
+        except redis.ResponseError as exc:
+            return f"error: {exc}"
+        return f"reply: {reply!r}"
+
+    def dump(self, keys: tuple[str, ...]) -> list[bytes | None]:
+        return [self.raw.dump(k) for k in keys]
+
+    def restore(self, keys: tuple[str, ...], dumps: list[bytes | None]) -> None:
+        for key, value in zip(keys, dumps, strict=True):
+            if value is None:
+                self.raw.delete(key)
+            else:
+                self.raw.restore(key, 0, value, replace=True)
+
+    def state(self, keys: tuple[str, ...]) -> list[object]:
+        out: list[object] = []
+        for key in keys:
+            kind = self.raw.type(key)
+            if kind == b"hash":
+                out.append(sorted(self.raw.hgetall(key).items()))
+            elif kind == b"stream":
+                out.append(self.raw.xrange(key))
+            elif kind == b"zset":
+                out.append(self.raw.zrange(key, 0, -1, withscores=True))
+            elif kind == b"none":
+                out.append(None)
+            else:
+                out.append((kind, self.raw.dump(key)))
+        return out
+
+    def check(self, call: protocol.ScriptCall[Any], path: str) -> str:
+        """Run ``call`` through the three variants from the same state (see the module
+        docstring); ``path`` is the one meant to answer it. Leaves the whole script's state
+        behind and returns its answer (server times masked)."""
+        keys, args = call.keys, call.args
+        before = self.dump(keys)
+        since = self.time_ms()
+        answers: dict[str, tuple[str, list[object]]] = {}
+        for name in ("general", "fast", "whole"):
+            self.restore(keys, before)
+            answer = self.run(VARIANTS[name], keys, args)
+            answers[name] = (_mask(answer, since), _mask(self.state(keys), since))
+        assert answers["whole"] == answers["general"]
+        if DECLINED in answers["fast"][0]:
+            assert path == "general", f"the fast path declined: {answers['whole'][0]}"
+            assert answers["fast"][1] == _mask(self.state_of(before, keys), since)
+        else:
+            assert path == "fast", f"the fast path answered: {answers['fast'][0]}"
+            assert answers["fast"] == answers["whole"]
+        return answers["whole"][0]
+
+    def state_of(self, dumps: list[bytes | None], keys: tuple[str, ...]) -> list[object]:
+        """The state ``dumps`` stands for (restored, read, then left as it was)."""
+        now = self.dump(keys)
+        self.restore(keys, dumps)
+        try:
+            return self.state(keys)
+        finally:
+            self.restore(keys, now)
+
+
+def _mask(value: object, since: int) -> Any:
+    """``value`` with every server time at or after ``since`` (13+ digits) as 'T'."""
+
+    def times(text: str) -> str:
+        return re.sub(r"\d{13,}", lambda m: "T" if int(m.group()) >= since else m.group(), text)
+
+    if isinstance(value, bytes):
+        return times(value.decode("latin-1"))
+    if isinstance(value, str):
+        return times(value)
+    if isinstance(value, float):
+        return times(str(int(value)))
+    if isinstance(value, (list, tuple)):
+        return [_mask(v, since) for v in value]
+    if isinstance(value, dict):
+        return {_mask(k, since): _mask(v, since) for k, v in value.items()}
+    return value
+
+
+@pytest.fixture
+def paths(client: fencing.Client, raw: redis.Redis) -> Iterator[Paths]:
+    yield Paths(raw, client)
+
+
+@dataclass
+class Sender:
+    """Builds append calls for one open producer on partition 0 of its topic."""
+
+    topic: fencing.Topic
+    producer: Producer
+    seq: int = 0
+
+    @property
+    def pk(self) -> PartitionKeys:
+        return self.topic.partition_keys(0)
+
+    def call(
+        self,
+        values: list[fencing.Record] | None = None,
+        *,
+        first: int | None = None,
+        seen_next: int = 0,
+        expected: int | None = None,
+        generation: int | None = None,
+        epoch: int | None = None,
+        incarnation: str | None = None,
+        header: dict[str, str] | None = None,
+    ) -> protocol.ScriptCall[Any]:
+        standing = self.producer._standing[0]
+        records = values or [fencing.Record(b"v%d" % self.seq)]
+        idempotent = self.producer.idempotent
+        writer = standing.writer if epoch is None else replace(standing.writer, epoch=epoch)
+        call = protocol.topic.append(
+            self.pk,
+            protocol.topic.encode_batch(records, self.topic.limits),
+            incarnation=incarnation or self.topic.incarnation_of(0),
+            seen_next=seen_next,
+            expected_offset=expected,
+            writer=writer,
+            sequenced=Sequenced(
+                standing.generation if generation is None else generation,
+                (self.seq if first is None else first) if idempotent else None,
+                None,
+                self.producer.name or "",
+            ),
+        )
+        if header:  # hand-made header fields (arguments no builder sends)
+            fields = dict(
+                zip(
+                    HEADER,
+                    str(call.args[1]).split(" "),
+                    strict=True,
+                )
+            )
+            fields.update(header)
+            call = replace(call, args=(call.args[0], " ".join(fields.values()), *call.args[2:]))
+        return call
+
+    def sent(self, n: int = 1) -> None:
+        self.seq += n
+
+
+def opened(
+    client: fencing.Client,
+    name: str,
+    mode: AccessMode = AccessMode.SHARED,
+    **options: Any,
+) -> Callable[..., Sender]:
+    topic_options = {k: options.pop(k) for k in ("max_len",) if k in options}
+    topic = client.topic(name, partitions=1, **topic_options)
+
+    def make(**more: Any) -> Sender:
+        p = topic.producer(mode, lease_ttl=LEASE_TTL, **options, **more)
+        p.open()
+        return Sender(topic, p, p._standing[0].next_sequence)
+
+    return make
+
+
+RECORDS = [
+    fencing.Record(b"a"),
+    fencing.Record(b"b", key=b"k"),
+    fencing.Record(b"c", headers={"h": b"1"}),
+    fencing.Record(b"d", key=b"k2", headers={"h": b"2"}),
+]
+
+
+def test_idempotent_shared_sends(paths: Paths, client: fencing.Client) -> None:
+    s = opened(client, "t")()
+    pk = s.pk
+    # The first batch of a new partition (next 0) and of a new PID state: general.
+    assert paths.check(s.call(), "general").startswith("reply: b'0 ")
+    s.sent()
+    # The next batch: fast, one record, then every record shape in one batch.
+    assert paths.check(s.call(seen_next=1), "fast").startswith("reply: b'1 T 0 0 ")
+    s.sent()
+    assert paths.check(s.call(RECORDS, seen_next=2), "fast").startswith("reply: b'2 T 0 0 ")
+    s.sent(4)
+    # Resend of a batch in the window: a duplicate, answered by the general path.
+    assert paths.check(s.call(RECORDS, first=2), "general").startswith("reply: b'2 T 0 1 ")
+    # A window that fills up and then drops its oldest batch (sequence 10: one digit more).
+    for _ in range(6):
+        paths.check(s.call(seen_next=0), "fast")
+        s.sent()
+    assert "older-than-window" in paths.check(s.call(RECORDS, first=2), "general")
+    # Refusals, all the general path's.
+    assert "OUT_OF_ORDER_SEQUENCE" in paths.check(s.call(first=s.seq + 1), "general")
+    assert "DUPLICATE_SEQUENCE" in paths.check(s.call(first=s.seq - 1), "general")
+    assert "STATE_LOST" in paths.check(s.call(seen_next=10**6), "general")
+    assert "STATE_LOST" in paths.check(s.call(incarnation="other"), "general")
+    call = s.call()
+    other_row = replace(call, args=(*call.args[:3], "other", *call.args[4:]))
+    assert "STATE_LOST" in paths.check(other_row, "general")
+    assert "STATE_LOST" in paths.check(s.call(epoch=s.producer.epoch(0) + 1), "general")
+    assert "PRODUCER_FENCED" in paths.check(s.call(epoch=s.producer.epoch(0) - 1), "general")
+    # Expected offsets: the right one is fast, any other the general path's.
+    nxt = int(paths.raw.hget(pk.meta, "next"))  # type: ignore[arg-type]
+    paths.check(s.call(expected=nxt, seen_next=nxt), "fast")
+    s.sent()
+    assert "OFFSET_MISMATCH" in paths.check(s.call(expected=nxt), "general")
+    # seen_next behind the next offset (another producer appended since): fast.
+    paths.check(s.call(seen_next=1), "fast")
+    s.sent()
+
+
+def test_bad_arguments_are_the_general_paths(paths: Paths, client: fencing.Client) -> None:
+    s = opened(client, "t")()
+    paths.check(s.call(), "general")
+    s.sent()
+    for field, value in [
+        ("seen_next", "x"),
+        ("seen_next", "-1"),
+        ("seen_next", "1" * 16),
+        ("seen_next", "0" * 17 + "1"),
+        ("epoch", ""),
+        ("epoch", "1.0"),
+        ("ttl_ms", "0"),
+        ("ttl_ms", "-5"),
+        ("ttl_ms", "1" * 18),
+        ("pid_gen", "-1"),
+        ("first_seq", "0" + str(s.seq)),
+        ("first_seq", "-1"),
+        ("first_seq", "1e3"),
+        ("expected", "x"),
+        ("expected", "01"),
+        ("mode", "y"),
+    ]:
+        # Legal (seen_next -1, first_seq with a leading zero) or not: the general path's.
+        call = s.call(header={field: value})
+        before = paths.dump(call.keys)
+        paths.check(call, "general")
+        paths.restore(call.keys, before)
+    # A seen_next with a leading zero is the same number: the fast path takes it.
+    paths.check(s.call(header={"seen_next": "01"}), "fast")
+    # A header that does not split into its nine fields.
+    call = s.call()
+    bad = replace(call, args=(call.args[0], "1 2 3", *call.args[2:]))
+    assert "BAD_ARGUMENT header" in paths.check(bad, "general")
+    # An empty batch.
+    call = s.call()
+    empty = replace(call, args=(*call.args[:5], ""))
+    assert "BAD_ARGUMENT layout" in paths.check(empty, "general")
+
+
+def test_producer_state_cases(paths: Paths, client: fencing.Client, raw: redis.Redis) -> None:
+    s = opened(client, "t")()
+    pk = s.pk
+    for _ in range(2):
+        paths.check(s.call(), "general" if s.seq == 0 else "fast")
+        s.sent()
+    pid = str(s.producer.producer_id)
+    state = raw.hget(pk.pids, pid).decode()  # type: ignore[union-attr]
+    g, last, t, x, rest = state.split(" ", 4)
+    window = rest[rest.index("|") :]
+    now = paths.time_ms()
+    old = now - 8 * 24 * 3600 * 1000
+
+    def probe(path: str, text: str | None = None, **call: Any) -> str:
+        """Check a call against the state ``text`` (and keys changed by the caller), then
+        put every key back."""
+        c = s.call(**call)
+        before = paths.dump(c.keys)
+        if text is not None:
+            raw.hset(pk.pids, pid, text)
+        try:
+            return paths.check(c, path)
+        finally:
+            paths.restore(c.keys, before)
+
+    probe("fast")
+    # An expiry index entry older than a minute: refreshed by the general path.
+    probe("general", f"{g} {last} {t} {now - 61_000} {rest}")
+    # A last write older than a second: the fast path reads the partition's expiry.
+    probe("fast", f"{g} {last} {now - 5_000} {x} {rest}")
+    # A state past the partition's expiry is gone: a fresh start, the general path's (also
+    # with a fresh expiry index entry).
+    probe("general", f"{g} {last} {old} {old} {rest}")
+    probe("general", f"{g} {last} {old} {now - 1000} {rest}")
+    # A state without an owner (written before owners were kept), or another owner's.
+    probe("general", f"{g} {last} {t} {x} {window}")
+    probe("general", f"{g} {last} {t} {x}{window}")
+    assert "STATE_LOST" in probe("general", f"{g} {last} {t} {x} other{window}")
+    # A last sequence of -1 (a state opened, nothing written since).
+    probe("general", f"{g} -1 {t} {x} {rest}", first=0)
+    # Another PID generation: a newer one is taken by the general path, an older one fenced.
+    probe("general", generation=int(g) + 1)
+    assert "PRODUCER_FENCED" in probe("general", f"{int(g) + 1} {last} {t} {x} {rest}")
+    # A state this version cannot read.
+    assert "STATE_LOST" in probe("general", "junk")
+    # Keys of another type, and the stream gone while the partition has records.
+    for key in (pk.meta, pk.owner, pk.pids, pk.stream, pk.names):
+        c = s.call()
+        before = paths.dump(c.keys)
+        raw.delete(key)
+        raw.set(key, "x")
+        # (An unnamed producer with a live state never reads the names.)
+        answer = paths.check(c, "fast" if key == pk.names else "general")
+        assert "WRONG_TYPE" in answer or key == pk.names, answer
+        paths.restore(c.keys, before)
+    c = s.call()
+    before = paths.dump(c.keys)
+    raw.delete(pk.stream)
+    assert "STATE_LOST" in paths.check(c, "general")
+    paths.restore(c.keys, before)
+    probe("fast")
+
+
+def test_other_producers(paths: Paths, client: fencing.Client) -> None:
+    # Not idempotent: no PID state, fast from the second batch.
+    s = opened(client, "plain")(idempotent=False)
+    paths.check(s.call(), "general")
+    paths.check(s.call(RECORDS), "fast")
+    for pid_gen in ("1" * 18, "-1"):  # not compared with a state: still checked
+        assert "BAD_ARGUMENT" in paths.check(s.call(header={"pid_gen": pid_gen}), "general")
+    # Exclusive: the lease is extended by every send.
+    x = opened(client, "excl", AccessMode.EXCLUSIVE)()
+    paths.check(x.call(), "general")
+    x.sent()
+    paths.check(x.call(RECORDS), "fast")
+    x.sent(4)
+    call = x.call()
+    other = replace(call, args=(*call.args[:2], "other", *call.args[3:]))
+    assert "PRODUCER_FENCED" in paths.check(other, "general")
+    # An exclusive holder of another session (checked on the row even with no PID state).
+    plain = opened(client, "excl-plain", AccessMode.EXCLUSIVE)(idempotent=False)
+    paths.check(plain.call(), "general")
+    paths.check(plain.call(), "fast")
+    call = plain.call()
+    other = replace(call, args=(*call.args[:2], "other", *call.args[3:]))
+    assert "PRODUCER_FENCED" in paths.check(other, "general")
+    # Named: fast while the name names this incarnation.
+    named = opened(client, "named")(name="writer")
+    paths.check(named.call(), "general")
+    named.sent()
+    paths.check(named.call(), "fast")
+    named.sent()
+    names = named.pk.names
+    held = paths.raw.hget(names, "writer")
+    assert held is not None
+    paths.raw.hset(names, "writer", b"999 0")
+    assert "PRODUCER_FENCED" in paths.check(named.call(), "general")
+    paths.raw.hdel(names, "writer")
+    paths.check(named.call(), "fast")
+    paths.raw.hset(names, "writer", held)
+
+
+def test_retention(paths: Paths, client: fencing.Client) -> None:
+    s = opened(client, "kept", max_len=3)()
+    paths.check(s.call(), "general")
+    s.sent()
+    for _ in range(3):
+        paths.check(s.call(RECORDS), "fast")
+        s.sent(4)
+    start = paths.raw.hget(s.pk.meta, "start")
+    assert start is not None and int(start) > 0
+    assert paths.raw.xlen(s.pk.stream) == 3
+
+
+def test_the_shortest_state_expiry(paths: Paths, client: fencing.Client, raw: redis.Redis) -> None:
+    """A partition whose producer state expires after a second (the least a topic takes): a
+    state written 1.5 s ago is gone, one written just now is live."""
+    topic = client.topic("short", partitions=1, producer_state_ttl=1.0)
+    p = topic.producer(lease_ttl=LEASE_TTL)
+    p.open()
+    s = Sender(topic, p, p._standing[0].next_sequence)
+    for _ in range(2):
+        paths.check(s.call(), "general" if s.seq == 0 else "fast")
+        s.sent()
+    pid = str(p.producer_id)
+    g, last, _, x, rest = raw.hget(s.pk.pids, pid).decode().split(" ", 4)  # type: ignore[union-attr]
+    now = paths.time_ms()
+    raw.hset(s.pk.pids, pid, f"{g} {last} {now - 1500} {x} {rest}")
+    paths.check(s.call(), "general")  # a fresh start (the fence vouches for it)
+    raw.hset(s.pk.pids, pid, f"{g} {last} {now - 500} {x} {rest}")
+    paths.check(s.call(), "fast")
