@@ -2,23 +2,25 @@
 
     .venv/bin/python -m bench.script_cost
 
-Copies of ``lua/append-6.lua`` cut short after each step run against the same arguments as
-the full script, alternating, in one process; INFO commandstats gives the server's own
-microseconds per call. The difference between two cuts is what that step costs. Cut copies
-never write, so they are all sent the same sequence (the next one after the state's): each
-measures its accepting path, never an OUT_OF_ORDER_SEQUENCE error. The minimal
-check-and-write script of ``bench.coalesce`` (the floor of any fenced append) runs alongside
-with its own two keys and arguments. The loader leaves out helpers a script never names, so
-a cut copy carries only the helpers of its steps: each step's cost includes the closures of
-the helpers it is the first to use.
+``lua/append-6.lua`` has a fast path for the common send and a general path behind it that
+runs whenever the fast path declines (see its header). Copies of the script cut short inside
+the fast path after each step run against the same arguments as the full script,
+alternating, in one process; INFO commandstats gives the server's own microseconds per call.
+The difference between two cuts is what that step costs. Cut copies never write, so they are
+all sent the same sequence (the next one after the state's): each measures its accepting
+path. The producer is SHARED and idempotent (the default, as in ``bench.coalesce``); one
+more row sends the full script for an EXCLUSIVE holder (which also extends its lease on
+every send), and one sends the script without its fast path: what every send cost before
+the fast path, with the same arguments. The minimal check-and-write script of
+``bench.coalesce`` (the floor of any fenced append) runs alongside with its own two keys and
+arguments.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 
 import redis
@@ -31,42 +33,55 @@ from .coalesce import FLOOR_SCRIPT, VALUE
 from .common import server
 
 FLOOR = "minimal check-and-write script (bench.coalesce)"
+FULL = "full script"
+EXCLUSIVE = "full script, EXCLUSIVE holder"
+GENERAL = "general path alone (the script before its fast path)"
 
-#: Where each cut copy of the script returns early: before the step comments of
-#: lua/append-6.lua (each check is marked with the guarantee it serves).
+#: Where each cut copy of the script returns early: before these lines of its fast path.
 CUTS = {
-    "arguments parsed": "-- G9: ",
-    "partition checked": "-- G2: ",
-    "producer checked": "-- G5: ",
-    "PID checked": "-- G3: ",
+    "fast path: arguments parsed": "  local v = try('HMGET', meta,",
+    "fast path: partition checked": "    local w\n",
+    "fast path: producer checked": "      local pids, raw, g, s, tw, x, o, kept",
+    "fast path: PID checked": "        local stream, layout = KEYS[2], ARGV[6]",
 }
 
 
+def variants() -> dict[str, str]:
+    """Every script to measure, by row name (the floor's added by the caller)."""
+    text = (lua_dir() / "append-6.lua").read_text()
+    out = {FULL: script("append").source, EXCLUSIVE: script("append").source}
+    for name, line in CUTS.items():
+        at = text.index(line)
+        cut = text[:at] + "do return '0 0 0 0 0' end\n" + text[at:]
+        out[name] = _build("append", 6, cut, lua_dir()).source
+    fast, general = text.index("-- [fast path]"), text.index("-- [general path]")
+    out[GENERAL] = _build("append", 6, text[:fast] + text[general:], lua_dir()).source
+    out["no-op with the same arguments"] = "return '0 0 0 0 0'"
+    return out
+
+
 def main() -> None:
-    source = (lua_dir() / "append-6.lua").read_text()
     with server() as s:
         r = redis.Redis.from_url(s.url)
         client = fencing.Client.from_url(s.url, namespace="cost")
-        variants: dict[str, str] = {"full script": script("append").source}
-        for name, marker in CUTS.items():
-            cut = source[: source.index(marker)] + "return {0, 0, 0, 0}\n"
-            variants[name] = _build("append", 6, cut, lua_dir()).source
-        variants["no-op with the same arguments"] = "return {0, 0, 0, 0}"
-        variants[FLOOR] = FLOOR_SCRIPT
+        sources = variants()
+        sources[FLOOR] = FLOOR_SCRIPT
         calls: dict[str, Callable[[], protocol.ScriptCall[object]]] = {}
         shas: dict[str, str] = {}
-        for i, (name, src) in enumerate(variants.items()):
+        for i, (name, src) in enumerate(sources.items()):
             shas[name] = r.script_load(src)
             if name == FLOOR:
                 floor = SimpleNamespace(keys=("cost:{f}:meta", "cost:{f}:stream"), args=(1, VALUE))
                 calls[name] = lambda f=floor: f  # type: ignore[misc]
                 continue
             topic = client.topic(f"t{i}", partitions=1)
-            producer = topic.producer(AccessMode.EXCLUSIVE, lease_ttl=600)
+            mode = AccessMode.EXCLUSIVE if name == EXCLUSIVE else AccessMode.SHARED
+            producer = topic.producer(mode, lease_ttl=600)
             producer.send(b"x")
             standing = producer._standing[0]
             # The full script writes, so its sequence moves on; a cut copy never does.
-            counter = iter(range(1, 10**9)) if name == "full script" else itertools.repeat(1)
+            writes = name in (FULL, EXCLUSIVE, GENERAL)
+            counter: Iterator[int] = iter(range(1, 10**9)) if writes else itertools.repeat(1)
 
             def make(t=topic, st=standing, seq=counter) -> protocol.ScriptCall[object]:  # type: ignore[no-untyped-def]
                 batch = protocol.topic.encode_batch([fencing.Record(b"x" * 100)], t.limits)
@@ -81,15 +96,14 @@ def main() -> None:
                 )
 
             calls[name] = make
-        usec: dict[str, list[float]] = {name: [] for name in variants}
+        usec: dict[str, list[float]] = {name: [] for name in sources}
         for _ in range(12):
-            for name in variants:
+            for name in sources:
                 r.config_resetstat()
                 for _ in range(300):
                     call = calls[name]()
-                    # Cut copies do not write, so their later sequences are refused: fine.
-                    with contextlib.suppress(redis.exceptions.ResponseError):
-                        r.evalsha(shas[name], len(call.keys), *call.keys, *call.args)
+                    # Every variant answers: an error would time another path.
+                    r.evalsha(shas[name], len(call.keys), *call.keys, *call.args)
                 usec[name].append(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
         print(f"server: {s.kind} {s.version}; median server microseconds per call")
         for name, values in sorted(usec.items(), key=lambda kv: statistics.median(kv[1])):

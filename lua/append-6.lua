@@ -68,7 +68,8 @@
 -- [fast path] (bench.script_cost and tests/test_append_paths.py cut the script at these
 -- two marker lines)
 do
-  local call, try = redis.call, redis.pcall
+  -- (Locals: a global costs a table lookup at every use.)
+  local call, try, KEYS, ARGV = redis.call, redis.pcall, KEYS, ARGV
   local seen_next, epoch, ttl_ms, pid_gen, first_seq, expected, mode, producer, name =
     string.match(ARGV[2], '^(%d+) (%d+) ([1-9]%d*) (%d+) (%d*) (%d*) ([sx]) (%S+) (%S*)$')
   local meta = KEYS[1]
@@ -94,11 +95,10 @@ do
     local standing = (seen_next == next_s or next_offset >= seen_next + 0) and w[1] == ARGV[4]
       and w[2] == epoch and w[3] == mode and (mode == 's' or w[4] == session)
     if standing and name ~= '' then
-      -- check_name: a name nobody holds, or held by this incarnation (a producer id without
-      -- spaces, as check_name's match needs).
+      -- check_name: a name nobody holds, or held by this incarnation (the header's producer
+      -- holds no space, so check_name's match would split this string the same way).
       local owner = try('HGET', KEYS[6], name)
-      standing = owner == false
-        or owner == producer .. ' ' .. pid_gen and not string.find(producer, ' ', 1, true)
+      standing = owner == false or owner == producer .. ' ' .. pid_gen
     end
     if standing then
       local pids, raw, g, s, tw, x, o, kept = KEYS[4], nil, nil, nil, nil, nil, nil, nil
@@ -106,9 +106,14 @@ do
         raw = try('HGET', pids, producer)
         if type(raw) == 'string' then
           -- STATE_RE's fields and KEPT_RE's window (include/idempotence.lua), of a state
-          -- with an owner and a last sequence of 0 or more.
+          -- with a last sequence of 0 or more. A window of 4 entries or more is scanned by
+          -- %b|| (a C loop) every other entry: the same match, for less than KEPT_RE's.
           g, s, tw, x, o, kept = string.match(raw,
-            '^(%d+) (%d+) (%d+) (%d+) ([^|]*)(|?[^|]*|?[^|]*|?[^|]*|?[^|]*)')
+            '^(%d+) (%d+) (%d+) (%d+) ([^|]*)(%b||[^|]*%b||[^|]*)')
+          if g == nil then
+            g, s, tw, x, o, kept = string.match(raw,
+              '^(%d+) (%d+) (%d+) (%d+) ([^|]*)(|?[^|]*|?[^|]*|?[^|]*|?[^|]*)')
+          end
         end
       end
       local t = call('TIME')
