@@ -234,7 +234,10 @@ def settle(
 
     Waiting callers are woken at once, or with ``chain`` one after the other: the first
     is returned, not woken (its sender wakes it when it suits, see :func:`wake`), and each
-    wakes the next (``then``) once it runs. Threads share one interpreter lock: woken all
+    wakes the next (``then``) once it runs. A caller that gave up is never in a chain. With
+    ``chain``, call this and :func:`pass_on` under one lock (the queue's guard): a caller
+    that gives up as its group is answered is then either left out, or passes the chain
+    on as it leaves. Threads share one interpreter lock: woken all
     at once, all but one would wake only to sleep again on it, twice the context switches
     of a chain."""
     metadata = placed(topic, partition, first_offset, epoch, sum([e.count for e in group]))
@@ -251,7 +254,7 @@ def settle(
             results.append(metadata[at])  # send_async: one record
         else:
             entry.result = metadata[at : at + n]
-            if entry.event is not None and not entry.leading:
+            if entry.event is not None and not entry.leading and not entry.abandoned:
                 if not chain:
                     entry.event.set()
                 elif last is None:

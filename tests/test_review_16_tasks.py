@@ -231,7 +231,7 @@ async def test_ticker_timeouts_end_while_other_waits_come_and_go() -> None:
     ticker = tasks._tickers.get(loop)
     assert ticker is None or not ticker.waiting
     await asyncio.sleep(2 * tasks._TICK)
-    assert ticker is None or ticker._handle is None  # (no tick left armed for nothing)
+    assert ticker is None or not ticker._armed  # (no tick left armed for nothing)
 
 
 async def test_a_cancelled_task_whose_wake_up_came_passes_the_lead_on(

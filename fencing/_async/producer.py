@@ -598,10 +598,11 @@ class Producer(ProcessBound):
         except BaseException:
             with standing.guard:
                 entry.abandoned = True  # not sent if it was not taken yet
-            coalesce.pass_on(entry)
+                coalesce.pass_on(entry)  # (under the guard, as settle: see there)
             self._wake_head(standing)
             raise
-        coalesce.pass_on(entry)
+        with standing.guard:  # (an unguarded look at then could come before settle links it)
+            coalesce.pass_on(entry)
         return entry.answer()
 
     def _standing_of(self, partition: object) -> _Standing:
@@ -647,10 +648,11 @@ class Producer(ProcessBound):
         assert head is not None
         standing.to_wake = None
         end = coalesce.ChainEnd(runtime.Signal())
-        tail = head
-        while tail.then is not None:
-            tail = tail.then
-        tail.then = end
+        with standing.guard:
+            tail = head
+            while tail.then is not None:
+                tail = tail.then
+            tail.then = end
         coalesce.wake(head)
         await end.event.wait(_CHAIN_WAIT)
 
@@ -684,14 +686,20 @@ class Producer(ProcessBound):
         if standing.lock.locked():
             return  # its holder sends the queue (or wakes the head when it lets go)
         with standing.guard:
+            sender_woken = False
             for queued in standing.queue:
                 if queued.abandoned:
                     continue
                 if queued.event is not None:
                     queued.event.set()
-                else:
+                    return
+                if not sender_woken:
                     self._to_send.set()
-                return
+                    sender_woken = True
+                if not self._lingering:
+                    return
+                # A lingering sender waits on: the first send() caller queued behind
+                # send_async() records takes the queue (theirs go with it) instead.
 
     async def _send_next(self, standing: _Standing) -> None:
         """Send the head of the partition's queue as one batch and answer its entries
@@ -780,15 +788,16 @@ class Producer(ProcessBound):
     def _answer(self, standing: _Standing, group: list[Entry], appended: Appended) -> None:
         # A resend answered from the window reports the epoch the records carry.
         epoch = appended.epoch if appended.epoch >= 0 else standing.writer.epoch
-        head = coalesce.settle(
-            group,
-            topic=self.topic.name,
-            partition=standing.pk.partition,
-            first_offset=appended.first_offset,
-            epoch=epoch,
-            give=self._give,
-            chain=not runtime.IS_ASYNC,
-        )
+        with standing.guard:  # (as pass_on: a caller giving up now is chained or not)
+            head = coalesce.settle(
+                group,
+                topic=self.topic.name,
+                partition=standing.pk.partition,
+                first_offset=appended.first_offset,
+                epoch=epoch,
+                give=self._give,
+                chain=not runtime.IS_ASYNC,
+            )
         if head is not None:
             self._wake_answered(standing)  # (none left: woken as this call left)
             standing.to_wake = head
@@ -892,6 +901,8 @@ class Producer(ProcessBound):
             partition = self._choose_partition(None if key is None else entry.parts[1], None)
         standing = self._standing_of(partition)
         standing.queue.append(entry)
+        if self._closed or self._fenced is not None:
+            self._withdraw(standing, entry)  # close() or a fence came since the check above
         if self._sender is None:
             self._sender = runtime.spawn(self._send_queued, f"fencing-sender-{self.session[:8]}")
         self._queued_bytes += entry.size
@@ -900,6 +911,19 @@ class Producer(ProcessBound):
         ):  # (set means: the sender has yet to look at the queues)
             self._to_send.set()
         return future
+
+    def _withdraw(self, standing: _Standing, entry: Entry) -> None:
+        """Take back a send_async() record queued as the producer closed or was fenced
+        (their queue was answered already) and raise why; if it was taken meanwhile, it
+        is answered like the others."""
+        with standing.guard:
+            if entry in standing.queue:
+                standing.queue.remove(entry)
+                if self._fenced is not None:
+                    raise self._fenced
+                raise InvalidArgument(
+                    "this producer is closed: make a new one with topic.producer()"
+                )
 
     async def flush(self) -> None:
         """Send every record queued by :meth:`send_async` and wait until each is answered
@@ -911,8 +935,8 @@ class Producer(ProcessBound):
         self._flushing = True
         try:
             for standing in list(self._standing.values()):
-                with standing.guard:
-                    mark = standing.queue[-1] if standing.queue else None
+                with standing.guard:  # the last entry still waiting for its answer
+                    mark = next((e for e in reversed(standing.queue) if not _settled(e)), None)
                 # What was queued before this flush began is answered when it returns
                 # (a streamer that keeps queueing cannot keep it going). The lock is taken
                 # even with nothing queued: a call in flight may carry the last records.

@@ -72,7 +72,7 @@ class Signal:
             self._deadline = loop.time() + timeout
             timer = None
             if ticker is not None:
-                ticker.add(self)
+                ticker.add(self, loop)
             else:  # a loop that takes no weak reference: a timer of its own
                 timer = loop.call_later(max(0.0, timeout), self._expire, float("inf"))
             try:
@@ -104,25 +104,31 @@ _TICK = 0.05
 
 class _Ticker:
     """The timeouts of one loop's signal waits: one timer while any wait runs, every
-    ``_TICK`` seconds, instead of a timer made and cancelled per wait."""
+    ``_TICK`` seconds, instead of a timer made and cancelled per wait. It holds no
+    reference to its loop, not even through its timer's handle (the loop is the weak key
+    it is kept under: a loop that ends goes with its ticker)."""
 
-    __slots__ = ("_handle", "loop", "waiting")
+    __slots__ = ("_armed", "waiting")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    def __init__(self) -> None:
         self.waiting: set[Signal] = set()
-        self._handle: asyncio.TimerHandle | None = None
+        self._armed = False
 
-    def add(self, signal: Signal) -> None:
+    def add(self, signal: Signal, loop: asyncio.AbstractEventLoop) -> None:
         self.waiting.add(signal)
-        if self._handle is None:
-            self._handle = self.loop.call_later(_TICK, self._tick)
+        if not self._armed:
+            self._armed = True
+            loop.call_later(_TICK, self._tick)
 
     def _tick(self) -> None:
-        now = self.loop.time()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         for signal in [s for s in self.waiting if s._expire(now)]:
             self.waiting.discard(signal)
-        self._handle = self.loop.call_later(_TICK, self._tick) if self.waiting else None
+        if self.waiting:
+            loop.call_later(_TICK, self._tick)
+        else:
+            self._armed = False
 
 
 _tickers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Ticker] = (
@@ -133,7 +139,7 @@ _tickers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Ticker] = (
 def _ticker_of(loop: asyncio.AbstractEventLoop) -> _Ticker | None:
     """A new ticker for ``loop``, or None if the loop takes no weak reference (kept
     weakly: a closed loop's ticker goes with it)."""
-    ticker = _Ticker(loop)
+    ticker = _Ticker()
     try:
         _tickers[loop] = ticker
     except TypeError:

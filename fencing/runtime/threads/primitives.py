@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import _thread
 import concurrent.futures
+import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -119,6 +121,12 @@ _DONE = (_STATES.CANCELLED, _STATES.CANCELLED_AND_NOTIFIED, _FINISHED)
 _CANCELLED = (_STATES.CANCELLED, _STATES.CANCELLED_AND_NOTIFIED)
 #: Makes a future's Condition once, and settles futures that have none (see _Future).
 _MAKING = _thread.allocate_lock()
+# Never held across a fork: a child would find it taken for ever.
+os.register_at_fork(
+    before=_MAKING.acquire,
+    after_in_parent=_MAKING.release,
+    after_in_child=_MAKING._at_fork_reinit,  # type: ignore[attr-defined]
+)
 
 
 #: What a _Future makes on first use.
@@ -216,8 +224,19 @@ def new_future() -> concurrent.futures.Future[Any]:
 
 
 def claim_future(future: concurrent.futures.Future[Any]) -> bool:
-    """Mark ``future`` running, so it can no longer be cancelled; False if it was."""
+    """Mark ``future`` running, so it can no longer be cancelled; False if it was. A future
+    claimed before (its entry was put back after an interrupted call) stays claimed."""
+    if future.running():
+        return True
     return future.set_running_or_notify_cancel()
+
+
+def _notify_cancelled(future: concurrent.futures.Future[Any]) -> None:
+    """A future cancelled before it was claimed is only counted done by ``wait()`` and
+    ``as_completed()`` once marked so: answer it that way (nothing if it was already)."""
+    if future.cancelled():
+        with contextlib.suppress(RuntimeError):  # notified already
+            future.set_running_or_notify_cancel()
 
 
 def settle(future: concurrent.futures.Future[Any], result: Any) -> None:
@@ -225,7 +244,7 @@ def settle(future: concurrent.futures.Future[Any], result: Any) -> None:
     try:
         future.set_result(result)
     except InvalidStateError:  # done already (cancelled by its owner, say)
-        return
+        _notify_cancelled(future)
 
 
 def fail(future: concurrent.futures.Future[Any], error: BaseException) -> None:
@@ -233,4 +252,4 @@ def fail(future: concurrent.futures.Future[Any], error: BaseException) -> None:
     try:
         future.set_exception(error)
     except InvalidStateError:  # done already (cancelled by its owner, say)
-        return
+        _notify_cancelled(future)
