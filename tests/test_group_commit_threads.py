@@ -47,6 +47,19 @@ def test_the_future_is_a_concurrent_futures_future_settled_without_waiters() -> 
     assert "finished" in repr(future)
 
 
+def test_the_send_async_path_never_makes_a_futures_condition(client: fencing.Client) -> None:
+    # The cheap path is the point of the lazy future: queueing, claiming, settling and
+    # reading a result must not make the Condition (a standard method that takes it, say
+    # running(), would silently make every future the expensive kind again).
+    topic = client.topic("t", partitions=1)
+    with topic.producer() as producer:
+        futures = [producer.send_async(b"%d" % i, partition=0) for i in range(50)]
+        producer.flush()
+        assert [f.result().offset for f in futures] == list(range(50))
+        assert all(f.done() and not f.running() and not f.cancelled() for f in futures)
+    assert not any(f._made for f in futures)  # type: ignore[attr-defined]
+
+
 def test_a_failed_future_raises_its_error() -> None:
     future = new_future()
     fail(future, fencing.InvalidArgument("gone"))

@@ -188,6 +188,9 @@ class _Future(concurrent.futures.Future[Any]):
     def cancelled(self) -> bool:
         return self._state in _CANCELLED
 
+    def running(self) -> bool:
+        return self._state is _RUNNING
+
     def result(self, timeout: float | None = None) -> Any:
         if self._state is _FINISHED and self._exception is None:
             return self._result
