@@ -163,6 +163,16 @@ def no_recheck(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sync_producer, "_RECHECK_SECONDS", 60.0)
 
 
+def _run_all(workers: list[threading.Thread], hung: str) -> None:
+    """Start the threads and join them within 30 s in all; a thread still alive fails."""
+    for w in workers:
+        w.start()
+    deadline = time.monotonic() + 30
+    for w in workers:
+        w.join(max(0.0, deadline - time.monotonic()))
+    assert not any(w.is_alive() for w in workers), hung
+
+
 def _threads_sending(
     producer: fencing.Producer, threads: int, each: int
 ) -> tuple[list[list[fencing.RecordMetadata]], list[BaseException]]:
@@ -179,12 +189,7 @@ def _threads_sending(
             errors.append(exc)
 
     workers = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(threads)]
-    for w in workers:
-        w.start()
-    deadline = time.monotonic() + 30
-    for w in workers:
-        w.join(max(0.0, deadline - time.monotonic()))
-    assert not any(w.is_alive() for w in workers), "a send waited for a wake-up that never came"
+    _run_all(workers, "a send waited for a wake-up that never came")
     return results, errors
 
 
@@ -248,12 +253,7 @@ def test_a_chained_caller_interrupted_still_wakes_the_rest(client: fencing.Clien
 
         try:
             workers = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(6)]
-            for w in workers:
-                w.start()
-            deadline = time.monotonic() + 30
-            for w in workers:
-                w.join(max(0.0, deadline - time.monotonic()))
-            assert not any(w.is_alive() for w in workers), "a chained caller was never woken"
+            _run_all(workers, "a chained caller was never woken")
         finally:
             sync_producer.coalesce.pass_on = real_pass_on  # type: ignore[assignment]
     assert hit.is_set(), "no chain formed: the test did not exercise it"

@@ -1,8 +1,9 @@
 """Review of issue 16's group-commit performance work: the holes it found, each now fixed.
 
 Each test says what a user does, what is expected, what happened before the fix, and
-where the fix went. Queued callers' own re-check is set to a minute where a lost wake-up is looked for,
-so a caller left asleep shows as a thread that does not return by its deadline.
+where the fix went. Queued callers' own re-check is set to a minute where a lost wake-up
+is looked for, so a caller left asleep shows as a thread that does not return by its
+deadline.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import os
 import signal
 import threading
 import time
-import traceback
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -30,6 +30,7 @@ from fencing.runtime.tasks import primitives as tasks
 from fencing.runtime.threads import primitives as threads
 
 from .conftest import ServerInfo
+from .test_fork import fork, wait_child
 
 
 @pytest.fixture
@@ -105,6 +106,7 @@ def test_callers_chained_after_an_interrupted_caller_are_still_woken(
         gate = Gate(producer)
         out: dict[bytes, Any] = {}
         interrupted = threading.Event()
+        a_in_flight = threading.Event()
         others: list[threading.Thread] = []
         failures: list[str] = []
 
@@ -113,6 +115,7 @@ def test_callers_chained_after_an_interrupted_caller_are_still_woken(
                 first = _sender(producer, b"a", out)  # call 1, held in flight
                 others.append(first)
                 gate.wait_arrival()
+                a_in_flight.set()  # (only now may the main thread send: it queues behind)
                 _wait_for(lambda: len(standing.queue) == 1)  # the main thread's send
                 others.extend(_sender(producer, v, out) for v in (b"b", b"c"))
                 _wait_for(lambda: len(standing.queue) == 3)
@@ -129,6 +132,7 @@ def test_callers_chained_after_an_interrupted_caller_are_still_woken(
 
         control = threading.Thread(target=controller, daemon=True)
         control.start()
+        assert a_in_flight.wait(10)
         with pytest.raises(KeyboardInterrupt):
             producer.send(b"main", partition=0)
         interrupted.set()
@@ -276,32 +280,6 @@ def test_a_send_async_racing_close_gets_an_answer(
     assert done, "a send_async() racing close() was never answered"
 
 
-def _fork_child(child: Any) -> int:
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 1
-        try:
-            signal.alarm(20)
-            code = child()
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    return pid
-
-
-def _wait_child(pid: int, timeout: float) -> int | None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.01)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    return None
-
-
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 def test_a_child_forked_while_a_future_is_being_answered_can_use_send_async(
     server: ServerInfo, namespace: str
@@ -344,12 +322,11 @@ def test_a_child_forked_while_a_future_is_being_answered_can_use_send_async(
                 p.close()
 
     try:
-        pid = _fork_child(child)
+        pid = fork(child)
     finally:
         release.set()
         thread.join(5)
-    code = _wait_child(pid, 10)
-    assert code == 0, "the child hung on a future (killed)" if code is None else code
+    assert wait_child(pid, 10) == 0  # (a child hung on a future is killed and fails here)
 
 
 def test_an_event_loop_is_not_kept_alive_by_its_signal_ticker() -> None:
