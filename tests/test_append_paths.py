@@ -23,7 +23,7 @@ import redis
 import fencing
 from fencing import AccessMode, protocol
 from fencing._sync.producer import Producer
-from fencing.keys import PartitionKeys
+from fencing.keys import Keys, PartitionKeys
 from fencing.lua_loader import _build, lua_dir, script
 from fencing.protocol.topic import Sequenced
 
@@ -447,3 +447,46 @@ def test_the_shortest_state_expiry(paths: Paths, client: fencing.Client, raw: re
     paths.check(s.call(), "general")  # a fresh start (the fence vouches for it)
     raw.hset(s.pk.pids, pid, f"{g} {last} {now - 500} {x} {rest}")
     paths.check(s.call(), "fast")
+
+
+def test_the_builder_and_the_reply_parser() -> None:
+    """The contract with protocol.topic.append: the header's nine fields in order (ARGV[2]),
+    and the one-string reply, as bytes or decoded."""
+    pk = PartitionKeys(Keys("ns"), "t", 0)
+    writer = protocol.topic.Writer("7", "sess", "x", 3, 5000, "rowinc")
+    call = protocol.topic.append(
+        pk,
+        [fencing.Record(b"v", key=b"k")],
+        incarnation="inc",
+        seen_next=12,
+        expected_offset=12,
+        writer=writer,
+        sequenced=Sequenced(2, 40, None, "writer"),
+    )
+    inc, header, session, row_inc, checksum, layout, *parts = call.args
+    assert dict(zip(HEADER, str(header).split(" "), strict=True)) == {
+        "seen_next": "12",
+        "epoch": "3",
+        "ttl_ms": "5000",
+        "pid_gen": "2",
+        "first_seq": "40",
+        "expected": "12",
+        "mode": "x",
+        "producer": "7",
+        "name": "writer",
+    }
+    assert (inc, session, row_inc, layout, parts) == ("inc", "sess", "rowinc", "1", [b"v", b"k"])
+    assert checksum == protocol.topic.checksum([fencing.Record(b"v", key=b"k")])
+    plain = protocol.topic.append(
+        pk,
+        [fencing.Record(b"v")],
+        incarnation="inc",
+        seen_next=0,
+        expected_offset=None,
+        writer=writer,
+    )
+    assert str(plain.args[1]).split(" ") == ["0", "3", "5000", "0", "", "", "x", "7", ""]
+    assert plain.args[4] == "" and not plain.resend_safe
+    for reply in (b"12 1795480466103 3 0 3", "12 1795480466103 3 0 3"):
+        assert call.parse(reply) == protocol.topic.Appended(12, 1795480466103, 3, False, 3)
+    assert call.parse(b"4 5 0 1 -1") == protocol.topic.Appended(4, 5, 0, True, -1)
