@@ -43,7 +43,7 @@
     of this PID or name exists), DUPLICATE_SEQUENCE / OUT_OF_ORDER_SEQUENCE /
     UNKNOWN_PRODUCER_ID (G5: no state for a PID at a generation above 0 that neither its
     fence nor its name vouches for), OFFSET_MISMATCH (expected is not the next offset),
-    WRONG_TYPE, BAD_ARGUMENT.
+    WRONG_TYPE, BAD_ARGUMENT (also for a header that does not split into its nine fields).
 
   Checks, in order and before the first write: coordination state (G9), producer session
   and epoch (G2), PID generation, sequence range and checksum (G5), expected offset (G3). An exclusive holder whose lease lapsed while nobody
@@ -58,7 +58,7 @@
   partition with records. It reads what the checks need and writes exactly what the general
   path would, with no helper closures (Lua creates one per `local function` on every call),
   no tables of its own and few C calls: it compares strings as stored (the scripts store
-  every number as '%d' digits) instead of converting them. Anything else - any check that
+  every number as plain decimal digits) instead of converting them. Anything else - any check that
   would fail, a key of another type, a first batch, a duplicate, a stale expiry index entry
   - leaves it before its first write, and the general path after it runs the whole
   sequence from the start, so every error, and every answer but this one, is the general
@@ -215,7 +215,8 @@ local epoch, ttl_ms, pid_gen, seen_next = int_arg(a_epoch), int_arg(a_ttl_ms),
   int_arg(a_pid_gen), int_arg(a_seen_next)
 local first_s = first_seq ~= '' and int_arg(first_seq) or nil
 if epoch == nil or ttl_ms == nil or ttl_ms <= 0 or pid_gen == nil or pid_gen < 0 then
-  return fail(E.BAD_ARGUMENT, 'epoch/ttl_ms/pid_gen', a_epoch .. '/' .. a_ttl_ms .. '/' .. a_pid_gen)
+  return fail(E.BAD_ARGUMENT, 'epoch/ttl_ms/pid_gen',
+    a_epoch .. '/' .. a_ttl_ms .. '/' .. a_pid_gen)
 end
 local n = #layout
 if n == 0 then
