@@ -50,7 +50,7 @@ class Entry:
         self,
         count: int,
         layout: str,
-        parts: list[bytes],
+        parts: Sequence[bytes],
         size: int,
         expected_offset: int | None = None,
         *,
@@ -141,13 +141,16 @@ def encode_one(
         batch = encode_batch((record,), limits, checksum=False)
         return Entry.of(batch, expected_offset, event=event, future=future)
     raw = value if type(value) is bytes else to_bytes("value", value)
+    # A tuple of bytes: the garbage collector stops tracking it at its first pass (a list
+    # stays tracked, one more object per queued record for every collection to go over).
+    parts: tuple[bytes, ...]
     if key is None:
         size = len(raw)
-        layout, parts = "0", [raw]
+        layout, parts = "0", (raw,)
     else:
         raw_key = key if type(key) is bytes else to_bytes("key", key)
         size = len(raw) + len(raw_key)
-        layout, parts = "1", [raw, raw_key]
+        layout, parts = "1", (raw, raw_key)
     if size > limits.max_record_bytes:
         limits.check_record(size)
     if size > limits.max_batch_bytes:
