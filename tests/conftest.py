@@ -116,6 +116,16 @@ def proxy(server: ServerInfo) -> Iterator[Proxy]:
         yield p
 
 
+@pytest.fixture
+def pclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[fencing.Client]:
+    """A fencing client whose every connection goes through the proxy (lost replies)."""
+    c = fencing.Client.from_url(proxy.url_for(server.url), namespace=namespace)
+    yield c
+    c.close()
+    if not server.owned:
+        _drop_namespace(server.url, namespace)
+
+
 def _drop_namespace(url: str, namespace: str) -> None:
     r = redis.Redis.from_url(url)
     try:

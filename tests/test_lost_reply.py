@@ -21,8 +21,6 @@ calls on the same connections pass untouched.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from urllib.parse import urlparse
 
 import pytest
 import redis
@@ -38,7 +36,6 @@ from fencing.lua_loader import script
 from fencing.protocol.producer import decode_pid_state
 from fencing.protocol.topic import Sequenced
 
-from .conftest import ServerInfo, _drop_namespace
 from .helpers import wait_until
 
 TOPIC = "out"
@@ -47,17 +44,6 @@ APPEND = script("append").sha1.encode()
 #: Short leases: each socket step times out after ttl/8; attempts start within ttl/3.
 LEASE_TTL = 2.0
 SHORT_TTL = 1.0
-
-
-@pytest.fixture
-def pclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[fencing.Client]:
-    """A fencing client whose every connection goes through the proxy."""
-    path = urlparse(server.url).path or "/0"
-    c = fencing.Client.from_url(f"redis://127.0.0.1:{proxy.port}{path}", namespace=namespace)
-    yield c
-    c.close()
-    if not server.owned:
-        _drop_namespace(server.url, namespace)
 
 
 def log_values(raw: redis.Redis, pk: PartitionKeys) -> list[tuple[int, bytes, int]]:

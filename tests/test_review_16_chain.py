@@ -14,9 +14,8 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 
@@ -27,8 +26,6 @@ from fencing.faults import Proxy
 from fencing.lua_loader import script
 from fencing.runtime.threads.primitives import claim_future, new_future, settle
 from fencing.verify import Attempt, verify_log
-
-from .conftest import ServerInfo
 
 APPEND = script("append").sha1.encode()
 
@@ -241,14 +238,6 @@ def test_a_fence_mid_stream_answers_every_queued_caller_once(client: fencing.Cli
     ledger.check_against(topic, 1)
     report = verify_log(client, "t", attempts=ledger.attempts(), exclusive=False)
     assert report.ok, report.summary()
-
-
-@pytest.fixture
-def pclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[fencing.Client]:
-    path = urlparse(server.url).path or "/0"
-    c = fencing.Client.from_url(f"redis://127.0.0.1:{proxy.port}{path}", namespace=namespace)
-    yield c
-    c.close()
 
 
 def test_lost_replies_under_chained_callers_answer_each_once_and_never_duplicate(

@@ -20,7 +20,6 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from urllib.parse import urlparse
 
 import pytest
@@ -33,7 +32,7 @@ from fencing.lua_loader import script
 from fencing.protocol.producer import decode_pid_state
 from fencing.settings import FencingSettings, load_settings
 
-from .conftest import ServerInfo, _drop_namespace
+from .conftest import ServerInfo
 from .helpers import server_ms, wait_until
 
 APPEND = script("append").sha1.encode()
@@ -189,15 +188,6 @@ def test_a_closed_producers_state_and_epochs_can_still_be_read(client: Client) -
 
 
 # -- 3. a lost reply to the resolution -------------------------------------------------------
-
-
-@pytest.fixture
-def pclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[Client]:
-    c = Client.from_url(proxy.url_for(server.url), namespace=namespace)
-    yield c
-    c.close()
-    if not server.owned:
-        _drop_namespace(server.url, namespace)
 
 
 @pytest.mark.parametrize("how", ["next-send", "explicit"])
