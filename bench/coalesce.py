@@ -4,6 +4,7 @@ Run from the repository root:
 
     .venv/bin/python -m bench.coalesce            # every row, ~2 s per side per row (~1 min)
     .venv/bin/python -m bench.coalesce --quick    # shorter, for a smoke run
+    .venv/bin/python -m bench.coalesce --why      # the 8-thread row, and where its time goes
 
 Rows (one process, one throwaway local server, baselines measured in the same run, the
 sides alternating in rounds so a drifting shared machine favours neither):
@@ -26,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import platform
+import resource
 import statistics
 import threading
 import time
@@ -38,7 +41,9 @@ import redis.asyncio
 
 import fencing
 import fencing.aio
+from fencing._sync.producer import Producer
 
+from . import machine
 from .common import server
 
 VALUE = b"x" * 100
@@ -244,11 +249,147 @@ def bench_one_in_flight(url: str, seconds: float, rounds: int) -> list[str]:
     ]
 
 
+class Cost:
+    """What one side of a row cost this process and the server per send: CPU µs (all the
+    process's threads; the server's own by ``INFO cpu``) and context switches."""
+
+    def __init__(self, server_client: redis.Redis) -> None:
+        self.server = server_client
+        self.sends = 0.0
+        self.cpu = self.server_cpu = self.switches = 0.0
+
+    def _server_cpu(self) -> float:
+        info = self.server.info("cpu")
+        return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+    def measure(self, run: Callable[[], float], seconds: float) -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        cpu, server_cpu = time.process_time(), self._server_cpu()
+        rate = run()
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        self.sends += rate * seconds
+        self.cpu += time.process_time() - cpu
+        self.server_cpu += self._server_cpu() - server_cpu
+        self.switches += (after.ru_nvcsw + after.ru_nivcsw) - (usage.ru_nvcsw + usage.ru_nivcsw)
+        return rate
+
+    def __str__(self) -> str:
+        n = max(self.sends, 1.0)
+        return (
+            f"client CPU {1e6 * self.cpu / n:.0f} µs/send, server CPU "
+            f"{1e6 * self.server_cpu / n:.0f} µs/send, {self.switches / n:.1f} context "
+            "switches/send"
+        )
+
+
+class CycleTrace:
+    """Times every call of a sync producer (``_send_group``) and every wait for the callers
+    it answered to run again (``_let_answered_run``): a cycle is one, then the other.
+    (Wraps two private methods for the length of a ``with``; a diagnostic, not an API.)"""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, int]] = []  # (start ns, end ns, records)
+
+    def __enter__(self) -> CycleTrace:
+        self._kept = Producer._send_group
+        calls, kept, clock = self.calls, self._kept, time.perf_counter_ns
+
+        def timed(producer: Producer, standing: object, group: list[object], done: object) -> None:
+            start = clock()
+            try:
+                kept(producer, standing, group, done)  # type: ignore[arg-type]
+            finally:
+                calls.append((start, clock(), len(group)))
+
+        Producer._send_group = timed  # type: ignore[assignment,method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        Producer._send_group = self._kept  # type: ignore[method-assign]
+
+    def medians(self) -> tuple[float, float, float]:
+        """Median µs of a call, median µs from a call's end to the next one's start, and
+        the mean records per call."""
+        calls = sorted(self.calls)
+        call_us = statistics.median((end - start) / 1e3 for start, end, _ in calls)
+        gap_us = statistics.median(
+            (nxt[0] - prev[1]) / 1e3 for prev, nxt in itertools.pairwise(calls)
+        )
+        return call_us, gap_us, statistics.mean(n for _, _, n in calls)
+
+    def __str__(self) -> str:
+        if len(self.calls) < 2:
+            return "too few calls to trace"
+        call_us, gap_us, group = self.medians()
+        return (
+            f"{len(self.calls):,} calls of {group:.1f} records on average; a call takes "
+            f"{call_us:.0f} µs (median), and {gap_us:.0f} µs pass before the next leaves "
+            f"(waking the answered callers, one after the other, and their next sends): "
+            f"{group:.1f} / ({call_us:.0f} + {gap_us:.0f}) µs = "
+            f"{1e6 * group / (call_us + gap_us):,.0f} sends/s"
+        )
+
+
+def why_threads(url: str, seconds: float, rounds: int) -> None:
+    """The 8-thread row with what each side cost, and the fenced side's cycle: a call, then
+    the wait for the callers it answered to be woken and send again."""
+    figures = machine.probe(url)
+    print(f"machine: {machine.describe(figures)}")
+    raw = redis.Redis.from_url(url, max_connections=THREADS + 2)
+    ns = "bench-co-" + uuid.uuid4().hex[:6]
+    fenced_cost, raw_cost = Cost(raw), Cost(raw)
+    trace = CycleTrace()
+    with fencing.Client.from_url(url, namespace=ns) as client:
+        topic = client.topic("t", partitions=1)
+        with topic.producer() as producer:
+            raw.config_resetstat()  # (the bench's own throwaway server)
+
+            def fenced_side() -> float:
+                with trace:
+                    return threaded_rate(lambda v: producer.send(v, partition=0), THREADS, seconds)
+
+            fenced, base = rounds_of(
+                lambda: fenced_cost.measure(fenced_side, seconds),
+                lambda: raw_cost.measure(
+                    lambda: threaded_rate(
+                        lambda v: raw.xadd(ns + ":raw", {"v": v}), THREADS, seconds
+                    ),
+                    seconds,
+                ),
+                rounds,
+            )
+    stats = raw.info("commandstats")  # this run's own server: reset below, before the rounds
+    check_log(url, ns, "t")
+    raw.close()
+    print(row(f"{THREADS} threads, single sends, one partition", fenced, base, "raw XADD"))
+    print(f"fenced: {fenced_cost}")
+    print(f"raw XADD: {raw_cost}")
+    print(f"fenced cycle: {trace}")
+    script = float(stats.get("cmdstat_evalsha", {}).get("usec_per_call", 0.0))
+    if trace.calls:
+        call_us, gap_us, group = trace.medians()
+        print(
+            f"where a cycle goes: the call's {call_us:.0f} µs hold the script's {script:.0f} "
+            f"on the server and a round trip (PING: {float(figures['ping_us']):.0f} µs); "
+            f"the {gap_us:.0f} µs after it are {group:.1f} callers woken one after the other, "
+            f"{gap_us / group:.0f} µs each (this machine's thread hand-off: "
+            f"{float(figures['handoff_us']):.0f} µs). Overlapping the wake-ups with the call "
+            "instead halves the groups (measured no faster)."
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter rounds (smoke run)")
+    parser.add_argument(
+        "--why", action="store_true", help="only the 8-thread row, and where its time goes"
+    )
     args = parser.parse_args()
     seconds, rounds = (0.3, 3) if args.quick else (1.0, 5)
+    if args.why:
+        with server() as s:
+            why_threads(s.url, seconds, rounds)
+        return
     print(f"# bench.coalesce on {platform.node()} ({platform.python_version()})")
     print("| case | fenced sends/s | baseline sends/s | ratio |")
     print("|---|---|---|---|")
