@@ -305,11 +305,18 @@ class OutOfOrderSequence(FencingError):
 
 
 class UnknownProducerId(FencingError):
-    """The producer's state expired while a batch was pending or ``resume=`` named it."""
+    """The producer's state expired while a batch was pending or ``resume=`` named it.
 
-    def __init__(self, message: str, *, pid: int) -> None:
+    ``reason`` says which: ``pending-expired``, ``resume-expired``, ``expired`` (an
+    incarnation above the first that nothing vouches for any more) or ``idle`` (a plain
+    producer past its first batch: it takes a fresh PID and sends again by itself, so this
+    reaches only a caller of the raw script).
+    """
+
+    def __init__(self, message: str, *, pid: int, reason: str = "") -> None:
         super().__init__(message)
         self.pid = pid
+        self.reason = reason
 
 
 class SinkError(FencingError):

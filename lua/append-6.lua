@@ -42,7 +42,8 @@
     producer-id counter went backwards), PRODUCER_FENCED (G2: another epoch was granted since, or a newer incarnation
     of this PID or name exists), DUPLICATE_SEQUENCE / OUT_OF_ORDER_SEQUENCE /
     UNKNOWN_PRODUCER_ID (G5: no state for a PID at a generation above 0 that neither its
-    fence nor its name vouches for), OFFSET_MISMATCH (expected is not the next offset),
+    fence nor its name vouches for; or, reason 'idle', none for an unnamed PID at generation
+    0 past its first batch: the producer takes a fresh PID), OFFSET_MISMATCH (expected is not the next offset),
     WRONG_TYPE, BAD_ARGUMENT (also for a header that does not split into its nine fields).
 
   Checks, in order and before the first write: coordination state (G9), producer session
@@ -294,11 +295,18 @@ if first_s ~= nil then
       return fail(E.OUT_OF_ORDER_SEQUENCE, producer, s + 1, first_s)
     end
   else
-    -- No state: a first batch, or an idle producer whose state expired (it starts afresh,
-    -- KIP-360), judged by the PID's fence, which does not expire: an incarnation fenced by
-    -- resume= never starts over below its fence once its state is gone.
+    -- No state: a first batch, or an idle producer whose state expired. Judged by the
+    -- PID's fence, which does not expire: an incarnation fenced by resume= never starts
+    -- over below its fence once its state is gone.
     bad = check_fresh_start(names, producer, pid_gen, name_vouches)
     if bad then return stream_lost(stream, next_offset) or bad end
+    if first_s > 0 and pid_gen == 0 and name == '' then
+      -- A plain producer past its first batch whose state expired while it was idle: it
+      -- takes a fresh PID and sends this batch again as that PID's first (KIP-360), so a
+      -- PID's sequences always start at 0 and state saved before the expiry stays
+      -- unresumable (UNKNOWN_PRODUCER_ID), as it would be had it stayed idle.
+      return stream_lost(stream, next_offset) or fail(E.UNKNOWN_PRODUCER_ID, producer, 'idle')
+    end
     new_state, x = true, 0
   end
 end

@@ -179,26 +179,75 @@ def test_expired_state_above_generation_0_is_an_unknown_producer(h: Harness) -> 
         h.call([b"c"], standing.next_sequence, generation=1), fencing.UnknownProducerId
     )
     assert isinstance(error, fencing.UnknownProducerId)
-    assert error.pid == pid
-    # Generation 0 (nothing can have fenced it): the idle producer starts again there.
-    appended = h.execute(h.call([b"c"], standing.next_sequence))
+    assert (error.pid, error.reason) == (pid, "expired")
+    # Generation 0, past the first batch: the script refuses too ("idle"), so that the
+    # producer takes a fresh PID; its sequences restart at 0 there, and a PID's never skip.
+    error = h.refused(h.call([b"c"], standing.next_sequence), fencing.UnknownProducerId)
+    assert isinstance(error, fencing.UnknownProducerId)
+    assert (error.pid, error.reason) == (pid, "idle")
+    assert "fresh PID" in str(error)
+    # A first batch (sequence 0) of a PID without state is a new producer: it is taken.
+    appended = h.execute(h.call([b"c"], 0))
     assert (appended.first_offset, appended.duplicate) == (2, False)
     checksum = protocol.topic.checksum([fencing.Record(b"c")])
-    assert h.state(pid) == {"g": 0, "s": 2, "w": [[2, 2, checksum, 2]]}
+    assert h.state(pid) == {"g": 0, "s": 0, "w": [[0, 0, checksum, 2]]}
     assert h.values() == [b"a", b"b", b"c"]
 
 
-def test_an_idle_producer_whose_state_expired_goes_on(h: Harness) -> None:
+def test_an_idle_producer_whose_state_expired_takes_a_fresh_pid(h: Harness) -> None:
+    """DESIGN G5 (Kafka KIP-360): it goes on silently, as a fresh PID from sequence 0."""
     h.p.send_batch([b"a", b"b"], partition=0)
-    h.expire(h.p.producer_id)
+    old = h.p.producer_id
+    h.expire(old)
     assert offsets(h.p.send_batch([b"c"], partition=0)) == [2]
+    fresh = h.p.producer_id
+    assert fresh != old
     assert offsets(h.p.send_batch([b"d"], partition=0)) == [3]
-    state = h.state(h.p.producer_id)
+    assert h.state(old) is None  # nothing more was written under the old PID
+    state = h.state(fresh)
     assert state is not None
-    assert state["s"] == 3
-    assert [w[:2] for w in state["w"]] == [[2, 2], [3, 3]]  # type: ignore[attr-defined]
+    assert (state["g"], state["s"]) == (0, 1)
+    assert [w[:2] for w in state["w"]] == [[0, 0], [1, 1]]  # type: ignore[attr-defined]
     assert h.p.last_resolution is None
-    assert h.values() == [b"a", b"b", b"c", b"d"]
+    assert h.p.state.producer_id == fresh
+    assert (h.p.state.next_sequence(0), h.p.state.generations[0]) == (2, 0)
+    records = h.topic.reader(0, 0).read(max_records=10)
+    assert [(r.value, r.producer_id) for r in records] == [
+        (b"a", old),
+        (b"b", old),
+        (b"c", fresh),
+        (b"d", fresh),
+    ]
+
+
+def test_state_saved_before_an_idle_expiry_stays_unresumable(h: Harness) -> None:
+    """The producer went on after its state expired: what was saved before still names
+    the expired state (UnknownProducerId, nothing written), not the records sent since."""
+    h.p.send_batch([b"a"], partition=0)
+    saved = h.p.state
+    h.expire(h.p.producer_id)
+    h.p.send_batch([b"b"], partition=0)
+    before = h.snapshot()
+    with pytest.raises(fencing.UnknownProducerId) as info:
+        h.topic.producer(resume=saved, lease_ttl=LEASE_TTL)
+    assert info.value.pid == saved.producer_id
+    assert h.snapshot() == before
+    assert h.values() == [b"a", b"b"]
+    # The producer that went on is not fenced by the attempt.
+    assert offsets(h.p.send_batch([b"c"], partition=0)) == [2]
+
+
+def test_a_named_producer_whose_state_expired_keeps_its_pid(h: Harness) -> None:
+    """A name is bound to its PID: it starts afresh there instead (as before)."""
+    named = h.topic.producer(name="keeper", lease_ttl=LEASE_TTL)
+    try:
+        named.send_batch([b"a"], partition=0)
+        pid = named.producer_id
+        h.expire(pid)
+        assert offsets(named.send_batch([b"b"], partition=0)) == [1]
+        assert named.producer_id == pid
+    finally:
+        named.close()
 
 
 def test_a_resumed_incarnation_fences_the_one_it_replaced(h: Harness) -> None:

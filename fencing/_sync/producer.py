@@ -25,6 +25,7 @@ on that object fails without a round trip.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import logging
 import math
@@ -46,6 +47,7 @@ from ..errors import (
     ProducerFenced,
     StateLost,
     Unavailable,
+    UnknownProducerId,
 )
 from ..keys import PartitionKeys, slot_of, validate_name
 from ..modes import AccessMode, Pending
@@ -215,6 +217,11 @@ class Producer(ProcessBound):
         self._lock = runtime.io_lock()
         self._round_robin = itertools.count()
         self._producer_id: int | None = None
+        #: PIDs this producer gave up for a fresh one (state expired while idle): a
+        #: partition still on one moves to the current PID before its next send.
+        self._retired: set[int] = set()
+        #: Held while a fresh PID is drawn (one draw, whichever partitions find out).
+        self._rekey = runtime.io_lock()
         self._standing: dict[int, _Standing] = {}
         self._fenced: FencingError | None = None
         self._renewal: Task | None = None
@@ -718,6 +725,8 @@ class Producer(ProcessBound):
                 # Nothing queued was sent: each caller learns why (fenced, unreachable).
                 self._fail_queue(standing, exc)
                 return
+        if standing.pid in self._retired:
+            self._adopt_pid(standing)  # a fresh PID was taken on another partition
         with standing.guard:
             group = coalesce.take_group(standing.queue, self.topic.limits, runtime.claim_future)
         if not group:
@@ -736,56 +745,81 @@ class Producer(ProcessBound):
         batch = coalesce.merge_batches(group)
         p = standing.pk.partition
         idempotent = self.idempotent
-        sequenced = Sequenced(
-            pid_generation=standing.generation,
-            first_sequence=standing.next_sequence if idempotent else None,
-            checksum=None,
-            name=self.name or "",
-        )
-        call = protocol.topic.append(
-            standing.pk,
-            batch,
-            incarnation=topic.incarnation_of(p),
-            seen_next=topic.seen_next(p),
-            expected_offset=group[0].expected_offset,
-            writer=standing.writer,
-            sequenced=sequenced,
-            errors=standing.errors,
-        )
-        sent_at = time.monotonic()
-        done.batch, done.sequenced, done.sent_at = batch, sequenced, sent_at
-        self._wake_answered(standing)  # the callers of the last call run while this one is out
-        try:
-            appended = self._execute(call, self.durability)
-        except BaseException as exc:
-            done.failed = True
-            # A refusal (a typed error other than OutcomeUnknown) wrote nothing. Anything
-            # else - OutcomeUnknown, or an interrupt (KeyboardInterrupt, a signal
-            # handler's exception, a cancelled task) after the request may have left -
-            # leaves the batch pending: resolved before the next send, so its sequences are
-            # never reused blindly.
-            unknown = isinstance(exc, OutcomeUnknown) or not isinstance(exc, FencingError)
-            if unknown:
-                self._set_pending(standing, done)
-                if isinstance(exc, OutcomeUnknown):
-                    exc.args = (
-                        f"{exc.args[0]}. The producer resolves it before its next send on "
-                        f"partition {p} (or call producer.resolve({p})): it either landed "
-                        "once, or can never land",
-                    )
-            error = exc if isinstance(exc, FencingError) else self._carried_unknown(p)
-            coalesce.fail(group, error, self._give)
-            if isinstance(exc, (ProducerFenced, StateLost)):
-                self._fence(exc)
-            if not isinstance(exc, FencingError):
-                raise
-            return
+        fresh_pid = False
+        while True:
+            sequenced = Sequenced(
+                pid_generation=standing.generation,
+                first_sequence=standing.next_sequence if idempotent else None,
+                checksum=None,
+                name=self.name or "",
+            )
+            call = protocol.topic.append(
+                standing.pk,
+                batch,
+                incarnation=topic.incarnation_of(p),
+                seen_next=topic.seen_next(p),
+                expected_offset=group[0].expected_offset,
+                writer=standing.writer,
+                sequenced=sequenced,
+                errors=standing.errors,
+            )
+            sent_at = time.monotonic()
+            done.batch, done.sequenced, done.sent_at = batch, sequenced, sent_at
+            self._wake_answered(standing)  # the callers of the last call run while it is out
+            try:
+                appended = self._execute(call, self.durability)
+            except UnknownProducerId as exc:
+                if exc.reason != "idle" or fresh_pid:
+                    self._refused(standing, group, done, exc)
+                    return
+                # Its state expired while it was idle, and nothing was written: the
+                # producer takes a fresh PID and sends the same group as that PID's first
+                # batch (KIP-360). Once.
+                fresh_pid = True
+                done.sent_at = None  # (interrupted now, the group goes back to the queue)
+                try:
+                    self._take_fresh_pid(standing)
+                except FencingError as failed:
+                    self._refused(standing, group, done, failed)
+                    return
+                continue
+            except BaseException as exc:
+                self._refused(standing, group, done, exc)
+                if not isinstance(exc, FencingError):
+                    raise
+                return
+            break
         done.appended = appended
         if idempotent:
             standing.next_sequence += batch.count
         topic.saw_next(p, appended.first_offset + batch.count)
         done.counted = True
         self._answer(standing, group, appended)
+
+    def _refused(
+        self, standing: _Standing, group: list[Entry], done: _Progress, exc: BaseException
+    ) -> None:
+        """Answer a group whose call raised ``exc`` (the caller re-raises an interrupt)."""
+        p = standing.pk.partition
+        done.failed = True
+        # A refusal (a typed error other than OutcomeUnknown) wrote nothing. Anything
+        # else - OutcomeUnknown, or an interrupt (KeyboardInterrupt, a signal
+        # handler's exception, a cancelled task) after the request may have left -
+        # leaves the batch pending: resolved before the next send, so its sequences are
+        # never reused blindly.
+        unknown = isinstance(exc, OutcomeUnknown) or not isinstance(exc, FencingError)
+        if unknown:
+            self._set_pending(standing, done)
+            if isinstance(exc, OutcomeUnknown):
+                exc.args = (
+                    f"{exc.args[0]}. The producer resolves it before its next send on "
+                    f"partition {p} (or call producer.resolve({p})): it either landed "
+                    "once, or can never land",
+                )
+        error = exc if isinstance(exc, FencingError) else self._carried_unknown(p)
+        coalesce.fail(group, error, self._give)
+        if isinstance(exc, (ProducerFenced, StateLost)):
+            self._fence(exc)
 
     def _answer(self, standing: _Standing, group: list[Entry], appended: Appended) -> None:
         # A resend answered from the window reports the epoch the records carry.
@@ -803,6 +837,31 @@ class Producer(ProcessBound):
         if head is not None:
             self._wake_answered(standing)  # (none left: woken as this call left)
             standing.to_wake = head
+
+    def _take_fresh_pid(self, standing: _Standing) -> None:
+        """Give up this partition's PID for the producer's current one, drawing a fresh one
+        first unless another partition did since (called holding the partition's lock)."""
+        with self._rekey:
+            if standing.pid == self._producer_id:
+                fresh = self.topic._client._allocate_producer_id()
+                log.info(
+                    "redis-fencing: producer %d of topic %r was idle past its state's expiry "
+                    "on partition %d: it goes on as producer %d",
+                    standing.pid,
+                    self.topic.name,
+                    standing.pk.partition,
+                    fresh,
+                )
+                self._retired.add(standing.pid)
+                self._producer_id = fresh
+        self._adopt_pid(standing)
+
+    def _adopt_pid(self, standing: _Standing) -> None:
+        """Move a partition to the producer's current PID: its first batch, generation 0."""
+        assert self._producer_id is not None
+        pid = self._producer_id
+        standing.pid, standing.generation, standing.next_sequence = pid, 0, 0
+        standing.writer = dataclasses.replace(standing.writer, producer_id=str(pid))
 
     def _interrupted(self, standing: _Standing, group: list[Entry], done: _Progress) -> None:
         """Leave no entry of an interrupted group unanswered (see :meth:`_send_next`)."""
@@ -1101,12 +1160,14 @@ class Producer(ProcessBound):
         if not self._opened:
             runtime.require_open(self)
         assert self._producer_id is not None
+        # (A partition still on a PID given up for a fresh one starts that one at 0.)
+        moved = {p for p, s in self._standing.items() if s.pid in self._retired}
         return ProducerState(
             topic=self.topic.name,
             producer_id=self._producer_id,
             name=self.name,
-            generations={p: s.generation for p, s in self._standing.items()},
-            sequences={p: s.next_sequence for p, s in self._standing.items()},
+            generations={p: 0 if p in moved else s.generation for p, s in self._standing.items()},
+            sequences={p: 0 if p in moved else s.next_sequence for p, s in self._standing.items()},
         )
 
     # -- internals ---------------------------------------------------------------------------

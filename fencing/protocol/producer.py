@@ -153,6 +153,14 @@ def producer_errors(pk: PartitionKeys) -> Any:
             )
         if reply.code == "UNKNOWN_PRODUCER_ID":
             pid, reason = reply.fields["pid"], reply.fields["reason"]
+            if reason == "idle":
+                return UnknownProducerId(
+                    f"{where}: producer {pid} has no state past its first batch (it expired "
+                    "while the producer was idle); nothing was written. A producer then "
+                    "takes a fresh PID and sends the batch again as that PID's first",
+                    pid=int(pid),
+                    reason=reason,
+                )
             what = {
                 "pending-expired": "so whether its pending batch landed cannot be known",
                 "resume-expired": "so the saved state cannot be resumed (its window is gone)",
@@ -165,6 +173,7 @@ def producer_errors(pk: PartitionKeys) -> Any:
                 f"{where}: the state of producer {pid} expired ({reason}), {what}; nothing "
                 "was written. Check the log, then open a new producer (without resume=)",
                 pid=int(pid),
+                reason=reason,
             )
         if reply.code in ("STATE_LOST", "WRONG_TYPE", "OFFSET_MISMATCH", "BAD_ARGUMENT"):
             return fallback(reply)  # type: ignore[no-any-return]

@@ -12,6 +12,8 @@ import redis.cluster
 import fencing
 import fencing.aio
 from fencing import AccessMode
+from fencing.protocol.producer import decode_pid_state
+from fencing.verify import Attempt, verify_log
 
 from .flavors import Api
 
@@ -168,3 +170,54 @@ async def test_records_land_on_the_server_the_client_was_given(api: Api) -> None
         assert raw.xlen(key) == 1
     finally:
         raw.close()
+
+
+async def test_an_idle_producer_whose_state_expired_goes_on_as_one_fresh_pid(api: Api) -> None:
+    """DESIGN G5 (Kafka KIP-360): a producer idle past its state's expiry goes on silently
+    under a fresh PID, drawn once whichever partitions find out, from sequence 0; a
+    partition whose state was still live moves over too (one PID per producer). Checked
+    over the whole log: every acknowledged record once, each PID's sequences unbroken."""
+    topic = api.client().topic("t", partitions=3)
+    raw = redis.Redis.from_url(api.url)
+    async with await topic.producer() as producer:
+        for p in range(3):
+            await producer.send_batch([b"before-%d-0" % p, b"before-%d-1" % p], partition=p)
+        old = producer.producer_id
+        for p in (0, 1):  # expired on two partitions; still live on partition 2
+            pk = topic.partition_keys(p)
+            assert raw.hdel(pk.pids, str(old)) == 1
+            raw.zrem(pk.pid_expiry, str(old))
+
+        async def sender(i: int) -> list[tuple[bytes, int, int]]:
+            done = []
+            for n in range(5):
+                value, p = b"after-%d-%d" % (i, n), (i + n) % 3
+                md = await producer.send(value, partition=p)
+                done.append((value, p, md.offset))
+            return done
+
+        async def one(value: bytes, p: int) -> tuple[bytes, int, int]:
+            return value, p, (await producer.send(value, partition=p)).offset
+
+        # Both expired partitions find out at once: one fresh PID is drawn, not two.
+        acked = list(await asyncio.gather(one(b"after-x-0", 0), one(b"after-x-1", 1)))
+        fresh = producer.producer_id
+        acked += [a for part in await asyncio.gather(*(sender(i) for i in range(9))) for a in part]
+        assert producer.producer_id == fresh
+        state = producer.state
+    assert fresh != old
+    assert state.producer_id == fresh
+    attempts = [Attempt(v, p, "acked", offset, 0) for v, p, offset in acked]
+    with fencing.Client.from_url(api.url, namespace=api.namespace) as checker:
+        report = verify_log(checker, "t", attempts=attempts, exclusive=False)
+        assert report.ok, report.summary()
+        for p in range(3):
+            records = checker.topic("t").reader(p, "earliest").read(max_records=100)
+            pids = [(r.value.startswith(b"after"), r.producer_id) for r in records]
+            assert pids == [(False, old)] * 2 + [(True, fresh)] * (len(records) - 2)
+            # Each partition's share of the fresh PID started at 0 and has no gap.
+            stored = decode_pid_state(raw.hget(topic.partition_keys(p).pids, str(fresh)))
+            assert (stored.generation, stored.last_sequence) == (0, len(records) - 3)
+            assert state.next_sequence(p) == len(records) - 2
+    assert len(acked) == 47
+    raw.close()

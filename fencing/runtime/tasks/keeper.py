@@ -45,9 +45,7 @@ class Keeper:
         """Run ``fn`` every ``interval`` seconds (first run after one interval)."""
         task = Task(interval, fn)
         self._tasks.add(task)
-        task.runner = asyncio.get_running_loop().create_task(
-            self._run(task), name="fencing-keeper"
-        )
+        task.runner = asyncio.get_running_loop().create_task(self._run(task), name="fencing-keeper")
         return task
 
     async def _run(self, task: Task) -> None:
