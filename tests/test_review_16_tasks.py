@@ -228,7 +228,7 @@ async def test_ticker_timeouts_end_while_other_waits_come_and_go() -> None:
             assert not got and timeout - 0.005 <= took <= timeout + bound, (timeout, took)
         else:
             assert got
-    ticker = tasks._tickers.get(loop)
+    ticker = getattr(loop, tasks._TICKER, None)
     assert ticker is None or not ticker.waiting
     await asyncio.sleep(2 * tasks._TICK)
     assert ticker is None or not ticker._armed  # (no tick left armed for nothing)

@@ -74,7 +74,7 @@ def test_waits_time_out_on_every_loop_and_leave_no_timer_behind() -> None:
         loop = asyncio.get_running_loop()
         loop.call_later(0.02, b.set)
         got = await asyncio.gather(a.wait(0.01), b.wait(10), c.wait(0.2))
-        ticker = tasks._tickers[loop]
+        ticker = getattr(loop, tasks._TICKER)
         return got[0], got[1], not ticker.waiting
 
     for _ in range(2):

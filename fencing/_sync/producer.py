@@ -594,9 +594,11 @@ class Producer(ProcessBound):
                         self._lead(standing, entry)
                     finally:
                         entry.leading = False
-                        self._wake_answered(standing)
-                        lock.release()
-                        self._wake_head(standing)
+                        try:
+                            self._wake_answered(standing)
+                        finally:  # (an interrupt as it wakes them never keeps the lock)
+                            lock.release()
+                            self._wake_head(standing)
                 else:
                     # A call is in flight: its sender takes this entry in a next call, or
                     # wakes us to send the queue ourselves (group commit). Never wait on
@@ -607,11 +609,14 @@ class Producer(ProcessBound):
         except BaseException:
             with standing.guard:
                 entry.abandoned = True  # not sent if it was not taken yet
-                coalesce.pass_on(entry)  # (under the guard, as settle: see there)
             self._wake_head(standing)
             raise
-        with standing.guard:  # (an unguarded look at then could come before settle links it)
-            coalesce.pass_on(entry)
+        finally:
+            # Wake the next caller of its chain, in a finally: an interrupt as this one
+            # wakes up strands nobody behind it. Under the guard, as settle links the chain
+            # (see there): a caller that gave up is either left out of it, or passes it on.
+            with standing.guard:
+                coalesce.pass_on(entry)
         return entry.answer()
 
     def _standing_of(self, partition: object) -> _Standing:
@@ -658,12 +663,19 @@ class Producer(ProcessBound):
         standing.to_wake = None
         end = coalesce.ChainEnd(runtime.Signal())
         with standing.guard:
-            tail = head
+            chain, tail = [head], head
             while tail.then is not None:
                 tail = tail.then
+                chain.append(tail)
             tail.then = end
         coalesce.wake(head)
-        end.event.wait(_CHAIN_WAIT)
+        if not end.event.wait(_CHAIN_WAIT):
+            # Not all of them ran in time: slow to be scheduled, or one was interrupted
+            # (Ctrl-C) before it passed the chain on. Wake them all now (a caller woken
+            # twice only finds its answer at once), never leaving one to its re-check.
+            with standing.guard:
+                for entry in chain:
+                    entry.event.set()
 
     @contextlib.contextmanager
     def _holding(self, standing: _Standing) -> Iterator[None]:
@@ -918,12 +930,25 @@ class Producer(ProcessBound):
             with self._answers_guard:
                 kept, self._answers = self._answers, []
             settle, fail = runtime.settle, runtime.fail
-            for futures, answers in kept:
-                for future, value in zip(futures, answers, strict=True):
+            pairs = [
+                pair for futures, answers in kept for pair in zip(futures, answers, strict=True)
+            ]
+            done = 0
+            try:
+                for future, value in pairs:
                     if isinstance(value, BaseException):
                         fail(future, value)
                     else:
                         settle(future, value)
+                    done += 1
+            except BaseException:
+                # A done callback raised an interrupt (Ctrl-C, SystemExit): keep what is not
+                # delivered yet, from the future it came from on (answering a future twice
+                # does nothing), for the next delivery.
+                rest = pairs[done:]
+                with self._answers_guard:
+                    self._answers[:0] = [([f for f, _ in rest], [v for _, v in rest])]
+                raise
 
     def _fail_queue(self, standing: _Standing, error: BaseException) -> None:
         """Answer every send still queued on a partition with ``error`` (none was sent)."""

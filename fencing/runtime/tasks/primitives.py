@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import weakref
 from asyncio import InvalidStateError
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -65,7 +64,7 @@ class Signal:
         """Wait until set (True), or ``timeout`` seconds (False); clears it."""
         if not self._set:
             loop = asyncio.get_running_loop()
-            ticker = _tickers.get(loop)
+            ticker = getattr(loop, _TICKER, None)
             if ticker is None:
                 ticker = _ticker_of(loop)
             waiter = self._waiter = loop.create_future()
@@ -73,7 +72,7 @@ class Signal:
             timer = None
             if ticker is not None:
                 ticker.add(self, loop)
-            else:  # a loop that takes no weak reference: a timer of its own
+            else:  # a loop that takes no attribute (uvloop's, say): a timer of its own
                 timer = loop.call_later(max(0.0, timeout), self._expire, float("inf"))
             try:
                 await waiter
@@ -104,9 +103,10 @@ _TICK = 0.05
 
 class _Ticker:
     """The timeouts of one loop's signal waits: one timer while any wait runs, every
-    ``_TICK`` seconds, instead of a timer made and cancelled per wait. It holds no
-    reference to its loop, not even through its timer's handle (the loop is the weak key
-    it is kept under: a loop that ends goes with its ticker)."""
+    ``_TICK`` seconds, instead of a timer made and cancelled per wait. Kept on its loop
+    (an attribute), never in a module global: the waits it holds hold their futures, which
+    hold the loop, so a loop closed with waits still pending is freed with them (a cycle
+    the collector takes), as it would be with a timer per wait."""
 
     __slots__ = ("_armed", "waiting")
 
@@ -131,19 +131,22 @@ class _Ticker:
             self._armed = False
 
 
-_tickers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Ticker] = (
-    weakref.WeakKeyDictionary()
-)
+#: The loop attribute a loop's ticker is kept in.
+_TICKER = "_fencing_ticker"
+#: Loop classes that take no attribute (their waits get a timer each).
+_NO_TICKER: set[type] = set()
 
 
 def _ticker_of(loop: asyncio.AbstractEventLoop) -> _Ticker | None:
-    """A new ticker for ``loop``, or None if the loop takes no weak reference (kept
-    weakly: a closed loop's ticker goes with it)."""
-    ticker = _Ticker()
-    try:
-        _tickers[loop] = ticker
-    except TypeError:
-        return None
+    """The loop's ticker, made on first use; None if the loop takes no attribute."""
+    ticker: _Ticker | None = getattr(loop, _TICKER, None)
+    if ticker is None and type(loop) not in _NO_TICKER:
+        ticker = _Ticker()
+        try:
+            setattr(loop, _TICKER, ticker)
+        except (AttributeError, TypeError):
+            _NO_TICKER.add(type(loop))
+            return None
     return ticker
 
 

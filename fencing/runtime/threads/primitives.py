@@ -120,7 +120,8 @@ _PENDING, _RUNNING, _FINISHED = _STATES.PENDING, _STATES.RUNNING, _STATES.FINISH
 _DONE = (_STATES.CANCELLED, _STATES.CANCELLED_AND_NOTIFIED, _FINISHED)
 _CANCELLED = (_STATES.CANCELLED, _STATES.CANCELLED_AND_NOTIFIED)
 #: Makes a future's Condition once, and settles futures that have none (see _Future).
-_MAKING = _thread.allocate_lock()
+#: Reentrant: a signal handler run while it is held may cancel or wait on a future too.
+_MAKING = _thread.RLock()
 # Never held across a fork: a child would find it taken for ever.
 os.register_at_fork(
     before=_MAKING.acquire,
@@ -172,14 +173,18 @@ class _Future(concurrent.futures.Future[Any]):
         make = _LAZY.get(name)
         if make is None:
             raise AttributeError(name)
+        # Made outside the lock: it is Python code, where a signal handler (or a collection's
+        # __del__) may run and touch futures too.
+        made = make()
         with _MAKING:
             try:
                 return object.__getattribute__(self, name)  # made meanwhile
             except AttributeError:
-                made = make()
-                object.__setattr__(self, name, made)
                 if name == "_condition":
+                    # Before the store: an interrupt after a call (the store) may not leave a
+                    # Condition that settling would not notify.
                     self._made = True
+                object.__setattr__(self, name, made)
                 return made
 
     def done(self) -> bool:
