@@ -255,25 +255,45 @@ class ProducerBusy(FencingError):
 
 
 class OffsetMismatch(FencingError):
-    """``expected_offset`` was not the partition's next offset; nothing was written."""
+    """``expected_offset`` was not the partition's next offset; nothing was written.
 
-    def __init__(self, message: str, *, expected: int, actual: int) -> None:
+    ``expected`` is what the send asked for, ``actual`` the partition's next offset;
+    ``topic`` and ``partition`` say where.
+    """
+
+    def __init__(
+        self, message: str, *, expected: int, actual: int, topic: str = "", partition: int = -1
+    ) -> None:
         super().__init__(message)
         self.expected = expected
         self.actual = actual
+        self.topic = topic
+        self.partition = partition
 
 
 class OffsetOutOfRange(FencingError):
     """An offset before the first retained record or past the end of the partition.
 
-    ``start`` is the first retained offset and ``end`` the next offset to be written.
+    ``start`` is the first retained offset and ``end`` the next offset to be written;
+    ``topic`` and ``partition`` say where.
     """
 
-    def __init__(self, message: str, *, requested: int, start: int, end: int) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        requested: int,
+        start: int,
+        end: int,
+        topic: str = "",
+        partition: int = -1,
+    ) -> None:
         super().__init__(message)
         self.requested = requested
         self.start = start
         self.end = end
+        self.topic = topic
+        self.partition = partition
 
 
 class UnknownTopic(InvalidArgument):
@@ -285,23 +305,52 @@ class UnknownTopic(InvalidArgument):
 
 
 class DuplicateSequence(FencingError):
-    """A sequence range was used by other records, or is older than the window."""
+    """A sequence range was used by other records, or is older than the window.
 
-    def __init__(self, message: str, *, pid: int, first_sequence: int, last_sequence: int) -> None:
+    ``reason`` says which (``other-records``, ``older-than-window``); ``topic`` and
+    ``partition`` say where.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        pid: int,
+        first_sequence: int,
+        last_sequence: int,
+        reason: str = "",
+        topic: str = "",
+        partition: int = -1,
+    ) -> None:
         super().__init__(message)
         self.pid = pid
         self.first_sequence = first_sequence
         self.last_sequence = last_sequence
+        self.reason = reason
+        self.topic = topic
+        self.partition = partition
 
 
 class OutOfOrderSequence(FencingError):
-    """A batch left a gap in the producer's sequence; nothing was written."""
+    """A batch left a gap in the producer's sequence; nothing was written (``topic`` and
+    ``partition`` say where)."""
 
-    def __init__(self, message: str, *, pid: int, expected_sequence: int, sequence: int) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        pid: int,
+        expected_sequence: int,
+        sequence: int,
+        topic: str = "",
+        partition: int = -1,
+    ) -> None:
         super().__init__(message)
         self.pid = pid
         self.expected_sequence = expected_sequence
         self.sequence = sequence
+        self.topic = topic
+        self.partition = partition
 
 
 class UnknownProducerId(FencingError):
@@ -313,10 +362,14 @@ class UnknownProducerId(FencingError):
     reaches only a caller of the raw script).
     """
 
-    def __init__(self, message: str, *, pid: int, reason: str = "") -> None:
+    def __init__(
+        self, message: str, *, pid: int, reason: str = "", topic: str = "", partition: int = -1
+    ) -> None:
         super().__init__(message)
         self.pid = pid
         self.reason = reason
+        self.topic = topic
+        self.partition = partition
 
 
 class SinkError(FencingError):

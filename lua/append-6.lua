@@ -271,9 +271,17 @@ if first_s ~= nil then
       if bad then return bad end
       -- Only a batch at or below the last sequence can be in the window (a resend).
       if first_s <= s then
-        local seen = find_batch({win = string.sub(raw, w)}, first_s, last_s)
+        local win = string.sub(raw, w)
+        local seen = find_batch({win = win}, first_s, last_s)
         if seen == nil then
-          return fail(E.DUPLICATE_SEQUENCE, producer, first_s, last_s, 'older-than-window')
+          -- Not a batch of the window: older than all of it, or a range that cuts across
+          -- its batches (sequences used by other records). The window is newest first.
+          local oldest
+          for f in string.gmatch(win, '|(%d+) ') do
+            oldest = f
+          end
+          return fail(E.DUPLICATE_SEQUENCE, producer, first_s, last_s,
+            (oldest and first_s >= tonumber(oldest)) and 'other-records' or 'older-than-window')
         end
         if seen[3] ~= checksum then
           return fail(E.DUPLICATE_SEQUENCE, producer, first_s, last_s, 'other-records')

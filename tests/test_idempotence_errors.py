@@ -123,6 +123,7 @@ def test_a_gap_is_out_of_order(h: Harness) -> None:
         error = h.refused(h.call([b"x"], first), fencing.OutOfOrderSequence)
         assert isinstance(error, fencing.OutOfOrderSequence)
         assert (error.pid, error.expected_sequence, error.sequence) == (h.p.producer_id, 3, first)
+        assert (error.topic, error.partition) == (TOPIC, 0)
     assert offsets(h.p.send_batch([b"d"], partition=0)) == [3]
     assert h.values() == [b"a", b"b", b"c", b"d"]
 
@@ -143,6 +144,10 @@ def test_same_sequences_with_other_records_are_refused(h: Harness) -> None:
         assert isinstance(error, fencing.DuplicateSequence)
         last = first + len(values) - 1
         assert (error.pid, error.first_sequence, error.last_sequence) == (pid, first, last)
+        # Every one is "other records" (overlapping ranges too: none is older than the
+        # window), and the error says where.
+        assert (error.reason, error.topic, error.partition) == ("other-records", TOPIC, 0)
+        assert "was used by other records" in str(error)
     assert offsets(h.p.send_batch([b"e"], partition=0)) == [4]
     assert h.values() == [b"a", b"b", b"c", b"d", b"e"]
 
@@ -165,6 +170,8 @@ def test_exact_duplicates_in_the_window_return_the_original_offsets(h: Harness) 
     for batch, (first, _) in list(zip(batches, sent, strict=True))[:3]:
         error = h.refused(h.call(batch, first), fencing.DuplicateSequence)
         assert "older than" in str(error)
+        assert isinstance(error, fencing.DuplicateSequence)
+        assert error.reason == "older-than-window"
     assert h.values() == log
 
 

@@ -140,6 +140,9 @@ def producer_errors(pk: PartitionKeys) -> Any:
                 pid=int(reply.fields["pid"]),
                 first_sequence=first,
                 last_sequence=last,
+                reason=reply.fields["reason"],
+                topic=pk.topic,
+                partition=pk.partition,
             )
         if reply.code == "OUT_OF_ORDER_SEQUENCE":
             expected, got = reply.int("expected_seq"), reply.int("first_seq")
@@ -150,6 +153,8 @@ def producer_errors(pk: PartitionKeys) -> Any:
                 pid=int(reply.fields["pid"]),
                 expected_sequence=expected,
                 sequence=got,
+                topic=pk.topic,
+                partition=pk.partition,
             )
         if reply.code == "UNKNOWN_PRODUCER_ID":
             pid, reason = reply.fields["pid"], reply.fields["reason"]
@@ -160,6 +165,8 @@ def producer_errors(pk: PartitionKeys) -> Any:
                     "takes a fresh PID and sends the batch again as that PID's first",
                     pid=int(pid),
                     reason=reason,
+                    topic=pk.topic,
+                    partition=pk.partition,
                 )
             what = {
                 "pending-expired": "so whether its pending batch landed cannot be known",
@@ -174,6 +181,8 @@ def producer_errors(pk: PartitionKeys) -> Any:
                 "was written. Check the log, then open a new producer (without resume=)",
                 pid=int(pid),
                 reason=reason,
+                topic=pk.topic,
+                partition=pk.partition,
             )
         if reply.code in ("STATE_LOST", "WRONG_TYPE", "OFFSET_MISMATCH", "BAD_ARGUMENT"):
             return fallback(reply)  # type: ignore[no-any-return]

@@ -152,6 +152,8 @@ def partition_errors(pk: PartitionKeys) -> Any:
                 f"expected_offset={actual} if the batch still applies",
                 expected=expected,
                 actual=actual,
+                topic=pk.topic,
+                partition=pk.partition,
             )
         if reply.code == "OFFSET_OUT_OF_RANGE":
             return out_of_range(pk, reply.int("requested"), reply.int("start"), reply.int("end"))
@@ -171,6 +173,8 @@ def out_of_range(pk: PartitionKeys, requested: int, start: int, end: int) -> Off
         requested=requested,
         start=start,
         end=end,
+        topic=pk.topic,
+        partition=pk.partition,
     )
 
 

@@ -43,6 +43,7 @@ async def test_expected_offset_mismatch_carries_the_real_next_offset(api: Api) -
         with pytest.raises(fencing.OffsetMismatch) as err:
             await producer.send(b"b", expected_offset=5)
         assert (err.value.expected, err.value.actual) == (5, 1)
+        assert (err.value.topic, err.value.partition) == ("t", 0)
     assert await read_all(topic, 0) == [(0, b"a")]
 
 

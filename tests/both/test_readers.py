@@ -40,8 +40,10 @@ async def test_reader_seeks_blocks_and_tails(api: Api) -> None:
         with pytest.raises(fencing.OffsetOutOfRange):
             await topic.reader(0, 5)
         assert await topic.trim(0, before_offset=2) == 2
-        with pytest.raises(fencing.OffsetOutOfRange):
+        with pytest.raises(fencing.OffsetOutOfRange) as info:
             await topic.reader(0, 1)
+        assert (info.value.topic, info.value.partition) == (topic.name, 0)
+        assert (info.value.requested, info.value.start, info.value.end) == (1, 2, 4)
         assert [r.value for r in await (await topic.reader(0)).read()] == [b"c", b"d"]
 
 
