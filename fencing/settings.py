@@ -54,7 +54,8 @@ def load_settings(base: FencingSettings | None = None, **overrides: Any) -> Fenc
     try:
         if base is None:
             return FencingSettings(**overrides)
-        return base.model_validate({**base.model_dump(), **overrides})
+        # (Only what was set: which settings somebody chose stays known, see Topic.)
+        return base.model_validate({**base.model_dump(exclude_unset=True), **overrides})
     except ValidationError as exc:
         for error in exc.errors():
             original = (error.get("ctx") or {}).get("error")

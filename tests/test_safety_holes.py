@@ -596,3 +596,20 @@ def test_a_state_written_before_owners_were_kept_is_adopted(
     state = decode_pid_state(raw.hget(pk.pids, str(p.producer_id)))  # type: ignore[arg-type]
     assert (state.owner, state.last_sequence) == (p.session, 1)
     assert values(topic) == [b"a", b"b"]
+
+
+def test_a_client_left_at_the_default_state_ttl_is_not_warned_about_it(
+    client: Client, server: ServerInfo, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only a setting somebody chose is worth a warning: a topic made with its own expiry,
+    opened by a client that never set FENCING_PRODUCER_STATE_TTL, logs nothing."""
+    client.topic("t", partitions=1, producer_state_ttl=60).open()
+    settings = FencingSettings(redis_url=server.url, namespace=namespace)
+    assert "producer_state_ttl" not in settings.model_fields_set
+    plain = Client(redis.Redis.from_url(server.url), settings=settings)
+    try:
+        with caplog.at_level(logging.WARNING, logger="fencing._sync.topic"):
+            assert plain.topic("t").producer_state_ttl == 60
+        assert "does not apply" not in caplog.text
+    finally:
+        plain.close()

@@ -170,6 +170,8 @@ class Topic:
                 "change it for the producers of other clients: omit producer_state_ttl, or "
                 "use another topic"
             )
+        if "producer_state_ttl" not in self._client.settings.model_fields_set:
+            return  # the default: nobody asked for it, nothing to warn about
         log.warning(
             "redis-fencing: FENCING_PRODUCER_STATE_TTL=%gs does not apply to topic %r, which "
             "keeps producer state for %gs (fixed when it was created)",
