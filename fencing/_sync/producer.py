@@ -219,7 +219,7 @@ class Producer(ProcessBound):
         self._producer_id: int | None = None
         #: PIDs this producer gave up for a fresh one (state expired while idle): a
         #: partition still on one moves to the current PID before its next send.
-        self._retired: set[int] = set()
+        self._retired: frozenset[int] = frozenset()
         #: Held while a fresh PID is drawn (one draw, whichever partitions find out).
         self._rekey = runtime.io_lock()
         self._standing: dict[int, _Standing] = {}
@@ -737,7 +737,7 @@ class Producer(ProcessBound):
                 # Nothing queued was sent: each caller learns why (fenced, unreachable).
                 self._fail_queue(standing, exc)
                 return
-        if standing.pid in self._retired:
+        if self._moves(standing):
             self._adopt_pid(standing)  # a fresh PID was taken on another partition
         with standing.guard:
             group = coalesce.take_group(standing.queue, self.topic.limits, runtime.claim_future)
@@ -780,9 +780,11 @@ class Producer(ProcessBound):
             self._wake_answered(standing)  # the callers of the last call run while it is out
             try:
                 appended = self._execute(call, self.durability)
-            except UnknownProducerId as exc:
-                if exc.reason != "idle" or fresh_pid:
+            except BaseException as exc:
+                if fresh_pid or not self._idle_expired(exc, sent_at):
                     self._refused(standing, group, done, exc)
+                    if not isinstance(exc, FencingError):
+                        raise
                     return
                 # Its state expired while it was idle, and nothing was written: the
                 # producer takes a fresh PID and sends the same group as that PID's first
@@ -792,14 +794,17 @@ class Producer(ProcessBound):
                 try:
                     self._take_fresh_pid(standing)
                 except FencingError as failed:
-                    self._refused(standing, group, done, failed)
+                    # Refused, and no fresh PID (the server was unreachable): nothing was
+                    # written and nothing is pending.
+                    done.sequenced = None
+                    unavailable = Unavailable(
+                        f"partition {p} of topic {topic.name!r}: this producer's state expired "
+                        f"while it was idle and a fresh producer id could not be drawn "
+                        f"({failed}); nothing was written. Send again"
+                    )
+                    self._refused(standing, group, done, unavailable)
                     return
                 continue
-            except BaseException as exc:
-                self._refused(standing, group, done, exc)
-                if not isinstance(exc, FencingError):
-                    raise
-                return
             break
         done.appended = appended
         if idempotent:
@@ -850,30 +855,53 @@ class Producer(ProcessBound):
             self._wake_answered(standing)  # (none left: woken as this call left)
             standing.to_wake = head
 
+    def _idle_expired(self, exc: BaseException, sent_at: float) -> bool:
+        """Whether a call was refused because this producer's state expired while it was
+        idle (nothing was written): UnknownProducerId ``idle``, also behind the
+        OutcomeUnknown of a resend after a lost reply, as long as the first attempt is too
+        recent for its own state to have expired since (it would have written that state:
+        the refusal proves it did not land)."""
+        if isinstance(exc, OutcomeUnknown) and time.monotonic() - sent_at < (
+            self.topic.producer_state_ttl / 2
+        ):
+            exc = exc.__cause__  # type: ignore[assignment]
+        return isinstance(exc, UnknownProducerId) and exc.reason == "idle"
+
+    def _moves(self, standing: _Standing) -> bool:
+        """Whether a partition still sends under a PID the producer gave up."""
+        pid = standing.pid
+        return pid != self._producer_id and pid in self._retired
+
     def _take_fresh_pid(self, standing: _Standing) -> None:
         """Give up this partition's PID for the producer's current one, drawing a fresh one
-        first unless another partition did since (called holding the partition's lock)."""
+        first unless another partition did since (called holding the partition's lock).
+
+        Each step leaves a state an interrupt may stop at: the old PID is retired before the
+        fresh one is published (no partition moves until both are), and a partition takes
+        its new writer before its new PID (an interrupted move is made again)."""
         with self._rekey:
-            if standing.pid == self._producer_id:
+            old = standing.pid
+            if old == self._producer_id:
                 fresh = self.topic._client._allocate_producer_id()
                 log.info(
                     "redis-fencing: producer %d of topic %r was idle past its state's expiry "
                     "on partition %d: it goes on as producer %d",
-                    standing.pid,
+                    old,
                     self.topic.name,
                     standing.pk.partition,
                     fresh,
                 )
-                self._retired.add(standing.pid)
+                self._retired = self._retired | {old}
                 self._producer_id = fresh
         self._adopt_pid(standing)
 
     def _adopt_pid(self, standing: _Standing) -> None:
         """Move a partition to the producer's current PID: its first batch, generation 0."""
-        assert self._producer_id is not None
         pid = self._producer_id
+        assert pid is not None and pid not in self._retired
+        writer = dataclasses.replace(standing.writer, producer_id=str(pid))
+        standing.writer = writer
         standing.pid, standing.generation, standing.next_sequence = pid, 0, 0
-        standing.writer = dataclasses.replace(standing.writer, producer_id=str(pid))
 
     def _interrupted(self, standing: _Standing, group: list[Entry], done: _Progress) -> None:
         """Leave no entry of an interrupted group unanswered (see :meth:`_send_next`)."""
@@ -1185,8 +1213,16 @@ class Producer(ProcessBound):
         if not self._opened:
             runtime.require_open(self)
         assert self._producer_id is not None
-        # (A partition still on a PID given up for a fresh one starts that one at 0.)
-        moved = {p for p, s in self._standing.items() if s.pid in self._retired}
+        # (A partition still on a PID given up for a fresh one starts that one at 0; with
+        # a batch pending there, under the old PID, no state can say how to resend it.)
+        moved = {p for p, s in self._standing.items() if self._moves(s)}
+        for p in moved:
+            if self._standing[p].pending is not None:
+                raise InvalidArgument(
+                    f"partition {p} has a batch pending under this producer's previous id "
+                    f"(it took a fresh one, its state having expired while idle): call "
+                    f"producer.resolve({p}) first, then save the state"
+                )
         return ProducerState(
             topic=self.topic.name,
             producer_id=self._producer_id,

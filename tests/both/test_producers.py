@@ -179,7 +179,12 @@ async def test_an_idle_producer_whose_state_expired_goes_on_as_one_fresh_pid(api
     partition whose state was still live moves over too (one PID per producer). Checked
     over the whole log: every acknowledged record once, each PID's sequences unbroken."""
     topic = api.client().topic("t", partitions=3)
-    raw = redis.Redis.from_url(api.url)
+    scheme, rest = api.url.split("://", 1)
+    raw: Any = (
+        redis.cluster.RedisCluster.from_url(f"{scheme.replace('+cluster', '')}://{rest}")
+        if scheme.endswith("+cluster")
+        else redis.Redis.from_url(api.url)
+    )
     async with await topic.producer() as producer:
         for p in range(3):
             await producer.send_batch([b"before-%d-0" % p, b"before-%d-1" % p], partition=p)
