@@ -24,10 +24,11 @@
 
   Returns {landed, first_offset, generation, next_sequence}: landed 1 with the original first
     offset, or 0 (first_offset -1) with the new generation and the sequence to continue at.
-  A pending first batch (sequence 0) with no state never landed, if it was sent less than
-  half the expiry ago (had it landed, its state could not have expired yet): the state is
-  created one generation up. Sent longer ago, it may have landed and expired since:
-  UNKNOWN_PRODUCER_ID. A batch in the window is reported as landed even if a newer incarnation
+  An expired state still stored answers by itself: the batch in its window landed; a batch
+  past its last sequence never did (the state is created one generation up, to go on at
+  the batch's sequence). With no state stored, a pending first batch (sequence 0) sent
+  less than half the expiry ago never landed (had it landed, its state could not have
+  expired yet); otherwise it may have landed and expired since: UNKNOWN_PRODUCER_ID. A batch in the window is reported as landed even if a newer incarnation
   exists (the caller must learn that it landed).
   Errors: UNKNOWN_PRODUCER_ID (the state expired: the outcome cannot be known),
     PRODUCER_FENCED (a newer incarnation exists), STATE_LOST (the partition vanished, or
@@ -56,15 +57,33 @@ local state
 state, bad = load_pid(pids, pid, now, expiry_ms)
 if bad then return bad end
 if state == nil then
-  if first_s ~= 0 or pending_ms * 2 >= expiry_ms then
+  -- Expired, but maybe still stored (until a cleanup drops it): by server time alone, it
+  -- tells whether the batch landed. In its window: it did. Past its last sequence: it never
+  -- did (landing writes the state) - the append refused it, the state having expired while
+  -- the producer was idle - and no copy can land later (refused the same way, then fenced
+  -- by the bump below).
+  local raw = redis.call('HGET', pids, pid)
+  local expired = raw and decode_pid(raw)
+  local _
+  if expired then
+    local seen = find_batch(expired, first_s, last_s)
+    if seen ~= nil and seen[3] == checksum then
+      return {1, seen[4], expired.g, expired.s + 1}
+    end
+    if first_s <= expired.s then
+      return fail(E.UNKNOWN_PRODUCER_ID, pid, 'pending-expired')
+    end
+    bad = check_pid_owner(expired, pid, pid_gen, session)
+    if bad then return bad end
+  elseif first_s ~= 0 or pending_ms * 2 >= expiry_ms then
     return fail(E.UNKNOWN_PRODUCER_ID, pid, 'pending-expired')
   end
-  local _
   _, bad = check_fence(names, pid, pid_gen)
   if bad then return bad end
-  -- The producer's very first batch: no state means it never landed. Create the state one
-  -- generation up, so that a copy still in flight is refused.
-  state = new_pid_state(pid_gen, -1, session)
+  -- It never landed (a first batch with no state at all, sent less than half the expiry
+  -- ago, cannot have: its state would still be live). Create the state one generation up,
+  -- to go on at the batch's first sequence, so that a copy still in flight is refused.
+  state = new_pid_state(pid_gen, first_s - 1, session)
 else
   local seen = find_batch(state, first_s, last_s)
   if seen ~= nil and seen[3] == checksum then

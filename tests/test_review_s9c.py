@@ -3,8 +3,8 @@ Kafka KIP-360): holes and probes.
 
 Tests marked HOLE failed on b8c6921 (fixed since) and say what a user does, what is
 expected and what happened; the two wedge tests now let a real one-second expiry run out,
-since the fix reasons from the producer's own idle time (a batch sent past the expiry after
-its last write was refused 'idle', whatever became of its reply). Tests marked PROBE
+since the fix reads the expired state still stored (resolve-4.lua: a batch past its last
+sequence never landed). Tests marked PROBE
 attacked something that held and are kept as regressions.
 Fixtures and helpers are those of tests/test_review_s9b.py: the expiry is made at once by
 removing the PID's entry from the partition's ``pids`` hash and ``pid_expiry`` index

@@ -84,7 +84,6 @@ class _Standing:
         "errors",
         "generation",
         "guard",
-        "last_write",
         "left",
         "lock",
         "next_sequence",
@@ -104,9 +103,6 @@ class _Standing:
         self.generation = generation
         self.next_sequence = seq
         self.pending: Pending | None = None
-        #: When (monotonic) a call of this producer last wrote here (or it registered): no
-        #: state written since, so an idle PID's state expired after it by server time.
-        self.last_write = time.monotonic()
         #: Set once this producer left the partition (closed or gave up opening).
         self.left = False
         self.errors = protocol.producer.producer_errors(pk)  # built once, not per send
@@ -810,7 +806,6 @@ class Producer(ProcessBound):
                     return
                 continue
             break
-        standing.last_write = time.monotonic()
         done.appended = appended
         if idempotent:
             standing.next_sequence += batch.count
@@ -871,24 +866,6 @@ class Producer(ProcessBound):
         ):
             exc = exc.__cause__  # type: ignore[assignment]
         return isinstance(exc, UnknownProducerId) and exc.reason == "idle"
-
-    def _sent_while_expired(self, standing: _Standing, exc: UnknownProducerId) -> bool:
-        """Whether a pending batch that resolves as ``pending-expired`` was sent when its
-        PID's state had already expired while idle (so the append refused it 'idle'): an
-        unnamed PID at generation 0 past its first batch, sent longer than the expiry after
-        this producer's last write there (its reply came after that write: the server's
-        idle time was at least as long; 2% and 50 ms spare for clock rates). However long
-        ago: no copy of it can land later either, since nothing writes that PID's state on
-        this partition again (the producer goes on under a fresh one)."""
-        pending = standing.pending
-        if pending is None or exc.reason != "pending-expired" or self.name is not None:
-            return False
-        ttl = self.topic.producer_state_ttl
-        return (
-            pending.generation == 0
-            and pending.first_sequence > 0
-            and pending.sent_at - standing.last_write >= ttl * 1.02 + 0.05
-        )
 
     def _moves(self, standing: _Standing) -> bool:
         """Whether a partition still sends under a PID the producer gave up."""
@@ -1195,18 +1172,7 @@ class Producer(ProcessBound):
         except (ProducerFenced, StateLost) as exc:
             self._fence(exc)
             raise
-        except UnknownProducerId as exc:
-            if not self._sent_while_expired(standing, exc):
-                raise
-            # It was sent after the PID's state had expired while idle: the append refused
-            # it ('idle'), whatever became of its reply. It never landed; go on under a
-            # fresh PID, as the refusal would have had it.
-            standing.pending = None
-            self.last_resolution = (pk.partition, None)
-            self._take_fresh_pid(standing)
-            return None
         standing.pending = None
-        standing.last_write = time.monotonic()  # (the resolution wrote the state either way)
         result: list[RecordMetadata] | None = None
         if resolved.landed:
             epoch = standing.writer.epoch
