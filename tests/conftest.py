@@ -126,6 +126,16 @@ def pclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[fencin
         _drop_namespace(server.url, namespace)
 
 
+@pytest.fixture
+def fclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[fencing.Client]:
+    """As ``pclient``, with short socket timeouts: a retry budget runs out in about 1 s."""
+    c = fencing.Client.from_url(proxy.url_for(server.url), namespace=namespace, socket_timeout=0.5)
+    yield c
+    c.close()
+    if not server.owned:
+        _drop_namespace(server.url, namespace)
+
+
 def _drop_namespace(url: str, namespace: str) -> None:
     r = redis.Redis.from_url(url)
     try:

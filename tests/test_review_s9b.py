@@ -19,8 +19,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,64 +28,22 @@ import fencing
 import fencing.aio
 from fencing._sync import producer as sync_producer
 from fencing.faults import Proxy
-from fencing.lua_loader import script
-from fencing.protocol.producer import decode_pid_state
 from fencing.testing import memory_client, memory_redis, memory_server
 from fencing.verify import Attempt, verify_log
 
 from .conftest import ServerInfo
-
-#: The append script as it appears on the wire: its SHA1 follows EVALSHA.
-APPEND = script("append").sha1.encode()
-#: The producer-id allocation on the wire (redis-py's incr() sends INCRBY key 1).
-INCR = b"$6\r\nINCRBY\r\n"
-#: Long: no lease renewal runs inside a test unless it says so.
-LEASE_TTL = 60.0
-#: With the proxied client's socket timeout (0.5 s), a retry budget of about a second.
-SHORT_LEASE = 3.0
-
-
-@pytest.fixture
-def fclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[fencing.Client]:
-    """A client through the proxy with short socket timeouts (budgets run out in ~1 s)."""
-    c = fencing.Client.from_url(proxy.url_for(server.url), namespace=namespace, socket_timeout=0.5)
-    yield c
-    c.close()
-
-
-def expire(raw: redis.Redis, topic: Any, pid: int, partition: int = 0) -> None:
-    """Remove a PID's state on a partition as its expiry would."""
-    pk = topic.partition_keys(partition)
-    assert raw.hdel(pk.pids, str(pid)) == 1
-    raw.zrem(pk.pid_expiry, str(pid))
-
-
-def log(client: fencing.Client, name: str, partition: int = 0) -> list[tuple[Any, bytes, Any]]:
-    """(offset, value, producer id) of every record of a partition."""
-    records = client.topic(name).reader(partition, 0).read(max_records=1000)
-    return [(r.offset, r.value, r.producer_id) for r in records]
-
-
-def pid_state(raw: redis.Redis, topic: Any, pid: int, partition: int = 0) -> Any:
-    stored = raw.hget(topic.partition_keys(partition).pids, str(pid))
-    return None if stored is None else decode_pid_state(stored)
-
-
-def issued(raw: redis.Redis, client: Any) -> int:
-    """How many producer ids the namespace's counter handed out."""
-    return int(raw.get(client.keys.producer_ids()) or 0)
-
-
-def offsets(mds: list[fencing.RecordMetadata]) -> list[int]:
-    return [m.offset for m in mds]
-
-
-def _wait_for(predicate: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.001)
-
+from .fresh_pid_support import (
+    APPEND,
+    INCR,
+    LEASE_TTL,
+    SHORT_LEASE,
+    expire,
+    issued,
+    log,
+    offsets,
+    pid_state,
+    wait_for,
+)
 
 # -- holes -----------------------------------------------------------------------------------
 
@@ -532,7 +488,7 @@ def test_partitions_that_find_out_at_once_draw_one_fresh_pid(
             take(standing)
 
         def held() -> int:
-            _wait_for(lambda: inside[0] == n)
+            wait_for(lambda: inside[0] == n)
             return allocate()
 
         p._take_fresh_pid = counted  # type: ignore[method-assign]

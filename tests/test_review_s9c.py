@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,69 +27,21 @@ import fencing
 import fencing.aio
 from fencing._sync import producer as sync_producer
 from fencing.faults import Proxy
-from fencing.lua_loader import script
-from fencing.protocol.producer import decode_pid_state
 from fencing.testing import memory_client, memory_redis, memory_server
 
 from .conftest import ServerInfo
-
-#: The append script as it appears on the wire: its SHA1 follows EVALSHA.
-APPEND = script("append").sha1.encode()
-#: Long: no lease renewal runs inside a test unless it says so.
-LEASE_TTL = 60.0
-#: With the proxied client's socket timeout (0.5 s), a retry budget of about a second.
-SHORT_LEASE = 3.0
-
-
-@pytest.fixture
-def fclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[fencing.Client]:
-    """A client through the proxy with short socket timeouts (budgets run out in ~1 s)."""
-    c = fencing.Client.from_url(proxy.url_for(server.url), namespace=namespace, socket_timeout=0.5)
-    yield c
-    c.close()
-
-
-def expire(raw: redis.Redis, topic: Any, pid: int, partition: int = 0) -> None:
-    """Remove a PID's state on a partition as its expiry would."""
-    pk = topic.partition_keys(partition)
-    assert raw.hdel(pk.pids, str(pid)) == 1
-    raw.zrem(pk.pid_expiry, str(pid))
-
-
-def log(client: fencing.Client, name: str, partition: int = 0) -> list[tuple[Any, bytes, Any]]:
-    """(offset, value, producer id) of every record of a partition."""
-    records = client.topic(name).reader(partition, 0).read(max_records=1000)
-    return [(r.offset, r.value, r.producer_id) for r in records]
-
-
-def pid_state(raw: redis.Redis, topic: Any, pid: int, partition: int = 0) -> Any:
-    stored = raw.hget(topic.partition_keys(partition).pids, str(pid))
-    return None if stored is None else decode_pid_state(stored)
-
-
-def issued(raw: redis.Redis, client: Any) -> int:
-    """How many producer ids the namespace's counter handed out."""
-    return int(raw.get(client.keys.producer_ids()) or 0)
-
-
-def offsets(mds: list[fencing.RecordMetadata]) -> list[int]:
-    return [m.offset for m in mds]
-
-
-def _wait_for(predicate: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.001)
-
-
-def _outcome(call: Any) -> Any:
-    """What a call returned, or the type and reason of the FencingError it raised."""
-    try:
-        return call()
-    except fencing.FencingError as exc:
-        return (type(exc).__name__, getattr(exc, "reason", None))
-
+from .fresh_pid_support import (
+    APPEND,
+    LEASE_TTL,
+    SHORT_LEASE,
+    expire,
+    issued,
+    log,
+    offsets,
+    outcome,
+    pid_state,
+    wait_for,
+)
 
 # -- holes -----------------------------------------------------------------------------------
 
@@ -132,8 +83,8 @@ def test_every_reply_lost_on_the_first_send_after_the_expiry_never_wedges_the_pa
             p.send_batch([b"b"], partition=0)
         assert lost.hits >= 1
         assert log(client, "t") == [(0, b"a", old)]  # nothing landed, provably
-        resolved = _outcome(lambda: p.resolve(0))
-        sent = _outcome(lambda: offsets(p.send_batch([b"c"], partition=0)))
+        resolved = outcome(lambda: p.resolve(0))
+        sent = outcome(lambda: offsets(p.send_batch([b"c"], partition=0)))
     assert (resolved, sent) == (None, [1])
     assert [v for _, v, _ in log(client, "t")] == [b"a", b"c"]
 
@@ -244,7 +195,7 @@ def test_state_read_while_a_partition_moves_to_the_fresh_pid_never_pairs_it_with
     (saved,) = seen
     named = (saved.producer_id, saved.next_sequence(1))
     with topic.producer(resume=saved, lease_ttl=LEASE_TTL) as y:
-        resent = _outcome(lambda: offsets(y.send_batch([b"r"], partition=1)))
+        resent = outcome(lambda: offsets(y.send_batch([b"r"], partition=1)))
     values = [v for _, v, _ in log(client, "t", 1)]
     # (named is (fresh, 1): P1 with P0's sequence; the resend lands again at offset 2.)
     assert (named in ((old, 1), (fresh, 0)), resent, values) == (True, [1], [b"b", b"r"])
@@ -287,7 +238,7 @@ def test_two_threads_finding_the_expiry_on_two_partitions_draw_one_fresh_pid(
         def slow_allocate() -> int:
             if not draws:
                 b.start()
-                _wait_for(lambda: 1 in entered)  # B was refused 'idle' under P0
+                wait_for(lambda: 1 in entered)  # B was refused 'idle' under P0
                 time.sleep(0.05)  # ... and waits for this draw
             draws.append(allocate())
             return draws[-1]

@@ -19,7 +19,6 @@ back with a client that does not go through the proxy.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,48 +26,15 @@ import redis
 
 import fencing
 from fencing.faults import Proxy
-from fencing.lua_loader import script
-from fencing.protocol.producer import decode_pid_state
 
-from .conftest import ServerInfo
-
-#: The append script as it appears on the wire: its SHA1 follows EVALSHA.
-APPEND = script("append").sha1.encode()
-#: Long: no lease renewal runs inside a test unless it says so.
-LEASE_TTL = 60.0
-#: With the proxied client's socket timeout (0.5 s), a retry budget of about a second.
-SHORT_LEASE = 3.0
-
-
-@pytest.fixture
-def fclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[fencing.Client]:
-    """A client through the proxy with short socket timeouts (budgets run out in ~1 s)."""
-    c = fencing.Client.from_url(proxy.url_for(server.url), namespace=namespace, socket_timeout=0.5)
-    yield c
-    c.close()
-
-
-def log(client: fencing.Client, name: str, partition: int = 0) -> list[tuple[Any, bytes, Any]]:
-    """(offset, value, producer id) of every record of a partition."""
-    records = client.topic(name).reader(partition, 0).read(max_records=1000)
-    return [(r.offset, r.value, r.producer_id) for r in records]
-
-
-def pid_state(raw: redis.Redis, topic: Any, pid: int, partition: int = 0) -> Any:
-    stored = raw.hget(topic.partition_keys(partition).pids, str(pid))
-    return None if stored is None else decode_pid_state(stored)
-
-
-def offsets(mds: list[fencing.RecordMetadata]) -> list[int]:
-    return [m.offset for m in mds]
-
-
-def _outcome(call: Any) -> Any:
-    """What a call returned, or the type and reason of the FencingError it raised."""
-    try:
-        return call()
-    except fencing.FencingError as exc:
-        return (type(exc).__name__, getattr(exc, "reason", None))
+from .fresh_pid_support import (
+    APPEND,
+    SHORT_LEASE,
+    log,
+    offsets,
+    outcome,
+    pid_state,
+)
 
 
 def _sleep_until(deadline: float) -> None:
@@ -132,9 +98,9 @@ def test_a_server_clock_behind_the_producers_makes_a_landed_batch_settle_as_not_
         assert lost.hits >= 1
         assert [v for _, v, _ in log(client, "t")] == [b"a", b"b"]  # b landed, at offset 1
         time.sleep(1.3)  # the state really expires (server clock)
-        resolved = _outcome(lambda: p.resolve(0))
+        resolved = outcome(lambda: p.resolve(0))
         if resolved is None:  # told it did not land: the caller sends it again
-            _outcome(lambda: p.send_batch([b"b"], partition=0))
+            outcome(lambda: p.send_batch([b"b"], partition=0))
     values = [v for _, v, _ in log(client, "t")]
     landed = [fencing.RecordMetadata("t", 0, 1, 0)]
     # (Got: None, and values [a, b, b].)
@@ -185,8 +151,8 @@ def test_a_duplicate_answer_does_not_count_as_a_write_for_the_idle_rule(
             p.send_batch([b"b"], partition=0)
         assert lost.hits >= 1
         assert log(client, "t") == [(0, b"a", old)]  # nothing landed, provably
-        resolved = _outcome(lambda: p.resolve(0))
-        sent = _outcome(lambda: offsets(p.send_batch([b"c"], partition=0)))
+        resolved = outcome(lambda: p.resolve(0))
+        sent = outcome(lambda: offsets(p.send_batch([b"c"], partition=0)))
     assert (resolved, sent) == (None, [1])
     assert [v for _, v, _ in log(client, "t")] == [b"a", b"c"]
 
@@ -228,8 +194,8 @@ def test_a_batch_sent_just_before_the_expiry_whose_requests_are_lost_never_wedge
         _sleep_until(last + 4.15)  # the state expired (if the blip ended before)
         assert time.monotonic() - sent_b < 1.9  # pending less than half the expiry
         assert log(client, "t") == [(0, b"a", old)]  # nothing landed, provably
-        resolved = _outcome(lambda: p.resolve(0))
-        sent = _outcome(lambda: offsets(p.send_batch([b"c"], partition=0)))
+        resolved = outcome(lambda: p.resolve(0))
+        sent = outcome(lambda: offsets(p.send_batch([b"c"], partition=0)))
     assert (resolved, sent) == (None, [1])
     assert [v for _, v, _ in log(client, "t")] == [b"a", b"c"]
 
@@ -251,7 +217,7 @@ def test_a_batch_that_landed_and_expired_since_is_never_settled_as_not_landed(
         with proxy.drop_replies(APPEND, count=None), pytest.raises(fencing.OutcomeUnknown):
             p.send_batch([b"b"], partition=0)
         time.sleep(1.3)
-        resolved = _outcome(lambda: p.resolve(0))
+        resolved = outcome(lambda: p.resolve(0))
     # Since the server decides (resolve reads the expired state still stored): it landed,
     # at offset 1 - better than the client-clock rule's UnknownProducerId.
     assert resolved == [fencing.RecordMetadata("t", 0, 1, 0)]
@@ -302,8 +268,8 @@ def test_lease_renewals_of_an_exclusive_producer_keep_no_state_alive(
         assert pid_state(raw, topic, old) is not None  # stored (renewals ran), but expired
         with proxy.drop_replies(APPEND, count=None), pytest.raises(fencing.OutcomeUnknown):
             p.send_batch([b"b"], partition=0)
-        resolved = _outcome(lambda: p.resolve(0))
-        sent = _outcome(lambda: offsets(p.send_batch([b"c"], partition=0)))
+        resolved = outcome(lambda: p.resolve(0))
+        sent = outcome(lambda: offsets(p.send_batch([b"c"], partition=0)))
         fresh = p.producer_id
     assert (resolved, sent) == (None, [1])
     assert log(client, "t") == [(0, b"a", old), (1, b"c", fresh)]
