@@ -7,9 +7,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 import redis
 
 import fencing
+from fencing.faults import Proxy
 from fencing.lua_loader import script
 from fencing.protocol.producer import decode_pid_state
 
@@ -63,3 +65,16 @@ def outcome(call: Any) -> Any:
         return call()
     except fencing.FencingError as exc:
         return (type(exc).__name__, getattr(exc, "reason", None))
+
+
+def lost_then_settled_as_not_landed(p: Any, proxy: Proxy, client: fencing.Client, old: int) -> None:
+    """Send ``b`` on partition 0 of topic ``t`` with every reply lost (nothing lands), then
+    check it settles as not landed and ``c`` lands next at offset 1: the log is [a, c]."""
+    with proxy.drop_replies(APPEND, count=None) as lost, pytest.raises(fencing.OutcomeUnknown):
+        p.send_batch([b"b"], partition=0)
+    assert lost.hits >= 1
+    assert log(client, "t") == [(0, b"a", old)]  # nothing landed, provably
+    resolved = outcome(lambda: p.resolve(0))
+    sent = outcome(lambda: offsets(p.send_batch([b"c"], partition=0)))
+    assert (resolved, sent) == (None, [1])
+    assert [v for _, v, _ in log(client, "t")] == [b"a", b"c"]

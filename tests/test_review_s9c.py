@@ -37,6 +37,7 @@ from .fresh_pid_support import (
     expire,
     issued,
     log,
+    lost_then_settled_as_not_landed,
     offsets,
     outcome,
     pid_state,
@@ -79,14 +80,7 @@ def test_every_reply_lost_on_the_first_send_after_the_expiry_never_wedges_the_pa
         # A real expiry (the fix reasons from the producer's own idle time, which the
         # helper's HDEL would not give): idle past the 1 s expiry.
         time.sleep(1.2)
-        with proxy.drop_replies(APPEND, count=None) as lost, pytest.raises(fencing.OutcomeUnknown):
-            p.send_batch([b"b"], partition=0)
-        assert lost.hits >= 1
-        assert log(client, "t") == [(0, b"a", old)]  # nothing landed, provably
-        resolved = outcome(lambda: p.resolve(0))
-        sent = outcome(lambda: offsets(p.send_batch([b"c"], partition=0)))
-    assert (resolved, sent) == (None, [1])
-    assert [v for _, v, _ in log(client, "t")] == [b"a", b"c"]
+        lost_then_settled_as_not_landed(p, proxy, client, old)
 
 
 @pytest.mark.anyio
