@@ -24,6 +24,17 @@ from fencing.faults import Proxy
 
 EXTERNAL_URL = os.environ.get("FENCING_TEST_REDIS_URL")
 KINDS: list[ServerKind] = ["redis", "valkey"]
+#: Long soaks (``@pytest.mark.soak``) run only when asked: ``FENCING_SOAK=1 pytest -m soak``.
+SOAK = os.environ.get("FENCING_SOAK") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if SOAK:
+        return
+    skip = pytest.mark.skip(reason="a long soak: set FENCING_SOAK=1 to run it")
+    for item in items:
+        if "soak" in item.keywords:
+            item.add_marker(skip)
 
 
 @dataclass(frozen=True)
