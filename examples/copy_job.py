@@ -14,14 +14,21 @@ from the saved position. ``resume=`` opens a new incarnation of the same PID: th
 generation is bumped, so an older copy of the job that is still running (a paused VM, a
 process someone forgot) is fenced and none of its sends can land any more.
 
-Why saving *after* the send is safe: the server keeps, per producer and partition, the last 5
-batches it accepted (PID, sequence range, checksum, offsets). The job saves after every
-send, so when it crashes at most one batch was sent and not saved. The restarted job sends
-that batch again with the saved state, that is with the very same PID, sequence numbers and
-records; it is found in the window and the server returns the offsets it got the first time
-instead of appending it again. Every other batch either was saved (and is not sent again)
-or was never sent. So the output is the input, once, in order — the network-retry case and
-the crash case are the same case, as seed 003 puts it.
+Why saving *after* the send is safe: the server keeps, per producer and partition, the last
+batches it accepted (PID, sequence range, a digest of the records, offsets): the topic's
+duplicate window, 5 batches unless the topic was created with ``dedup_window=``. The job
+saves after every send, so when it crashes at most one batch was sent and not saved. The
+restarted job sends that batch again with the saved state, that is with the very same PID,
+sequence numbers and records; it is found in the window and the server returns the offsets
+it got the first time instead of appending it again. Every other batch either was saved (and
+is not sent again) or was never sent. So the output is the input, once, in order — the
+network-retry case and the crash case are the same case, as seed 003 puts it.
+
+A job that saves less often than every batch resends more than one: those still in the
+window are answered with their original offsets, and an older one raises
+``DuplicateSequence`` with ``reason="older-than-window"`` (written before, nothing written
+now); the job skips it and the producer goes on after it. So any save cadence finishes
+exactly once.
 
 Two details make this hold:
 
@@ -318,7 +325,15 @@ def run(
                     f"source rows {saved.position + 1}..{saved.next_end} vanished: the source "
                     "table must be append-only for an exactly-once copy"
                 )
-            mds = producer.send_batch([r.record() for r in rows], partition=PARTITION)
+            try:
+                mds = producer.send_batch([r.record() for r in rows], partition=PARTITION)
+            except fencing.DuplicateSequence as exc:
+                if exc.reason != "older-than-window":
+                    raise
+                # Written before, older than the window: skip it (nothing was written).
+                say(f"source ids {rows[0].id}..{rows[-1].id} were copied before: skipped")
+                saved = checkpoints.save(rows[-1].id, producer.state)
+                continue
             sent += 1
             first, last = mds[0].offset, mds[-1].offset
             was_there = first < log_end

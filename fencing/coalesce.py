@@ -14,12 +14,11 @@ never merged, and goes alone in its turn. Shared by the sync and asyncio produce
 
 from __future__ import annotations
 
-import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from .protocol.topic import EncodedBatch, encode_batch
+from .protocol.topic import EncodedBatch, batch_digest, encode_batch
 from .record import Limits, Record, RecordMetadata, placed, to_bytes
 
 
@@ -210,9 +209,7 @@ def merge_batches(batches: Sequence[_Batch]) -> EncodedBatch:
     else:
         layout = "".join([b.layout for b in batches])
         parts = [part for b in batches for part in b.parts]
-    head = (layout + ":" + ",".join([str(len(part)) for part in parts])).encode()
-    crc = zlib.crc32(b"".join(parts), zlib.crc32(head))
-    return EncodedBatch(len(layout), layout, parts, f"{crc:08x}")
+    return EncodedBatch(len(layout), layout, parts, batch_digest(layout, parts))
 
 
 #: What answers futures: the futures of a group and their results or errors, in one call.

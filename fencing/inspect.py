@@ -36,7 +36,7 @@ from .keys import (
     validate_resource,
 )
 from .protocol.producer import decode_pid_state
-from .protocol.topic import DEFAULT_PID_EXPIRY_MS
+from .protocol.topic import DEFAULT_DEDUP_WINDOW, DEFAULT_PID_EXPIRY_MS
 from .text import text
 
 #: At most this many shared producers and waiters are listed per partition (counts are exact).
@@ -275,6 +275,7 @@ def _partition(p: int, replies: Sequence[Any], now: int) -> PartitionStatus:
     meta, xlen, owner, shared_n, shared, waiters_n, waiters, wleases, pids, names = replies
     part = _hash(meta)
     state_ttl_ms = int(part.get("pidexp") or DEFAULT_PID_EXPIRY_MS)
+    window_size = int(part.get("dedupw") or DEFAULT_DEDUP_WINDOW)
     row = _hash(owner)
     leases = _hash(wleases)
     holder = None
@@ -298,18 +299,22 @@ def _partition(p: int, replies: Sequence[Any], now: int) -> PartitionStatus:
         waiter_count=int(waiters_n),
         waiters=[Lease.at(text(s), _int(leases.get(text(s))), now) for s in waiters],
         pids=sorted(
-            (_pid(text(k), text(v), now, state_ttl_ms) for k, v in (pids or {}).items()),
+            (
+                _pid(text(k), text(v), now, state_ttl_ms, window_size)
+                for k, v in (pids or {}).items()
+            ),
             key=lambda info: info.pid,
         ),
         names=sorted(
-            # '#<pid>' fields are PID fences, not names (names cannot start with '#').
-            (_name(k, v) for k, v in _hash(names).items() if not k.startswith("#")),
+            # '#<pid>' fields are PID fences and '!<key>' the newest open's ticket, not
+            # names (names cannot start with either).
+            (_name(k, v) for k, v in _hash(names).items() if not k.startswith(("#", "!"))),
             key=lambda n: n.name,
         ),
     )
 
 
-def _pid(pid: str, raw: str, now: int, state_ttl_ms: int) -> PidInfo:
+def _pid(pid: str, raw: str, now: int, state_ttl_ms: int, window_size: int) -> PidInfo:
     try:
         state = decode_pid_state(raw)
     except ValueError:  # not a state the scripts wrote: show what can be told
@@ -327,7 +332,7 @@ def _pid(pid: str, raw: str, now: int, state_ttl_ms: int) -> PidInfo:
         generation=state.generation,
         last_sequence=state.last_sequence,
         last_write_age_ms=age,
-        window=len(state.window),
+        window=min(state.batches, window_size),
         expired=age > state_ttl_ms,
     )
 

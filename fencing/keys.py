@@ -19,6 +19,7 @@ Layout (``ns`` is the client's namespace)::
     <ns>:{<topic>/<p>}:pids                   hash: idempotence state per PID (idempotence.lua)
     <ns>:{<topic>/<p>}:pidexp                 zset: PID -> last write (ms), for expiry
     <ns>:{<topic>/<p>}:names                  hash: producer name -> "pid generation"
+    <ns>:{<topic>/<p>}:win                    hash: duplicate windows, "<pid>:<slot>" -> a batch
 
 All keys about one resource share the hash tag ``{<resource>}``, so every script touches
 one slot and runs unchanged on Redis Cluster. A topic partition's tag is
@@ -263,6 +264,7 @@ class PartitionKeys:
         "topic",
         "waiters",
         "waiting_leases",
+        "window",
     )
 
     def __init__(self, keys: Keys, topic: str, partition: int) -> None:
@@ -286,6 +288,8 @@ class PartitionKeys:
         self.pids = f"{base}:pids"
         self.pid_expiry = f"{base}:pidexp"
         self.names = f"{base}:names"
+        # Idempotent producers' duplicate windows: "<pid>:<slot>" -> one batch each.
+        self.window = f"{base}:win"
         # Single readers' committed offsets, field <group> (and <group>#t: the committing
         # grant's token); their grants are the rows (<group>, "<topic>/<p>") of this slot.
         self.committed = f"{base}:committed"

@@ -28,3 +28,6 @@ class Pending:
     #: When the batch was first sent (time.monotonic()): a resolution long after may find
     #: the state expired, and then cannot tell "never landed" from "landed, then expired".
     sent_at: float = field(default_factory=time.monotonic)
+    #: Whether it was sent as a batch never sent before (the append's fresh flag): only
+    #: then can a resolution that finds no state conclude from its age that it never landed.
+    fresh: bool = True

@@ -43,6 +43,12 @@ def _per_partition(what: str, values: object) -> dict[int, int]:
     }
 
 
+def _decoded_incarnations(values: object) -> dict[int, Any]:
+    if not isinstance(values, Mapping):
+        raise InvalidArgument("not a saved ProducerState: incarnations")
+    return {_decoded_int("partition", p): inc for p, inc in values.items()}
+
+
 def _decoded_int(what: str, value: object) -> int:
     """An int from JSON: an int, or a str of decimal digits (JSON keys are strings)."""
     if isinstance(value, str) and value.lstrip("-").isdigit() and value.isascii():
@@ -52,6 +58,23 @@ def _decoded_int(what: str, value: object) -> int:
     raise InvalidArgument(f"not a saved ProducerState: {what} is {value!r}, not an integer")
 
 
+def _incarnations(values: object) -> dict[int, str]:
+    if not isinstance(values, Mapping):
+        raise InvalidArgumentType(
+            "ProducerState incarnations must map partitions to str, got "
+            f"{type(values).__name__}"
+        )
+    out: dict[int, str] = {}
+    for p, inc in values.items():
+        if not isinstance(inc, str) or not inc or not inc.isascii() or " " in inc:
+            raise InvalidArgument(
+                f"ProducerState incarnations[{p}] is {inc!r}, not a partition incarnation: "
+                "this is not a state that producer.state returned"
+            )
+        out[_int("incarnations partition", p, maximum=MAX_PARTITIONS - 1)] = inc
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class ProducerState:
     """A producer's PID, generation and next sequence per partition (seed 003).
@@ -59,7 +82,14 @@ class ProducerState:
     Save it together with your input position (in one transaction of your own store); after
     a crash, open ``topic.producer(resume=state)``: the new incarnation fences the old one,
     and resending the batches after the saved state returns their original offsets if they
-    had landed, instead of writing them twice.
+    had landed, instead of writing them twice. A resend older than the topic's duplicate
+    window raises :class:`~fencing.DuplicateSequence` (``reason="older-than-window"``):
+    those records were written before, so skip them; the producer goes on after them.
+
+    ``incarnations`` are those of the partitions the state was saved against: resuming it
+    after the store lost its data (the partitions were recreated) raises
+    :class:`~fencing.StateLost` before anything is written. (States saved by versions that
+    did not keep them resume unchecked.)
 
     >>> state = producer.state                                     # doctest: +SKIP
     >>> saved = state.to_json()                                    # doctest: +SKIP
@@ -71,6 +101,7 @@ class ProducerState:
     generations: Mapping[int, int] = field(default_factory=dict)
     sequences: Mapping[int, int] = field(default_factory=dict)
     name: str | None = None
+    incarnations: Mapping[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Refused here, before any I/O: a generation the scripts cannot hold exactly would be
@@ -90,6 +121,8 @@ class ProducerState:
         sequences = _per_partition("sequences", self.sequences)
         object.__setattr__(self, "generations", MappingProxyType(generations))
         object.__setattr__(self, "sequences", MappingProxyType(sequences))
+        incarnations = _incarnations(self.incarnations)
+        object.__setattr__(self, "incarnations", MappingProxyType(incarnations))
 
     @property
     def generation(self) -> int:
@@ -108,6 +141,7 @@ class ProducerState:
             "name": self.name,
             "generations": {str(p): g for p, g in self.generations.items()},
             "sequences": {str(p): s for p, s in self.sequences.items()},
+            "incarnations": {str(p): i for p, i in self.incarnations.items()},
         }
 
     def to_json(self) -> str:
@@ -135,6 +169,7 @@ class ProducerState:
                     _decoded_int("partition", p): _decoded_int("sequence", q)
                     for p, q in sequences.items()
                 },
+                incarnations=_decoded_incarnations(data.get("incarnations", {})),
             )
         except KeyError as exc:
             raise InvalidArgument(f"not a saved ProducerState: {exc!r} is missing") from None

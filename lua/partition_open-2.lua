@@ -10,8 +10,9 @@
   ARGV[5]  maxlen      '' to leave retention as it is, else the max records kept (0: no limit)
   ARGV[6]  pidexp      the topic's producer state expiry (ms), stored if the partition is
                        created now (scripts on the partition read it from here)
+  ARGV[7]  dedupw      the topic's duplicate window (batches), stored likewise
 
-  Returns {incarnation, next, start, maxlen, pidexp}.
+  Returns {incarnation, next, start, maxlen, pidexp, dedupw}.
   Errors: STATE_LOST (missing after the topic was ready, another incarnation, a partition of
     another topic incarnation, or records left without their metadata), WRONG_TYPE.
 ]]
@@ -19,9 +20,12 @@
 
 local key = KEYS[1]
 local topic_inc, new_inc, create, seen_inc, maxlen = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local pidexp = int_arg(ARGV[6])
+local pidexp, dedupw = int_arg(ARGV[6]), int_arg(ARGV[7])
 if pidexp == nil or pidexp < 1000 then
   return fail(E.BAD_ARGUMENT, 'pidexp', ARGV[6])
+end
+if dedupw == nil or dedupw < 1 then
+  return fail(E.BAD_ARGUMENT, 'dedupw', ARGV[7])
 end
 
 local t = key_type(key)
@@ -38,11 +42,12 @@ if t == 'none' then
   end
   local m = tonumber(maxlen) or 0
   redis.call('HSET', key, 'inc', new_inc, 'topic_inc', topic_inc, 'next', 0, 'start', 0,
-    'maxlen', m, 'pidexp', pidexp)
-  return {new_inc, 0, 0, m, pidexp}
+    'maxlen', m, 'pidexp', pidexp, 'dedupw', dedupw)
+  return {new_inc, 0, 0, m, pidexp, dedupw}
 end
 
-local v = redis.call('HMGET', key, 'inc', 'topic_inc', 'next', 'start', 'maxlen', 'pidexp')
+local v = redis.call('HMGET', key, 'inc', 'topic_inc', 'next', 'start', 'maxlen', 'pidexp',
+  'dedupw')
 if v[2] ~= topic_inc then
   return fail(E.STATE_LOST, 'topic', topic_inc, tostring(v[2]))
 end
@@ -54,4 +59,5 @@ if maxlen ~= '' and tonumber(maxlen) ~= m then
   m = tonumber(maxlen)
   redis.call('HSET', key, 'maxlen', m)
 end
-return {v[1], tonumber(v[3]), tonumber(v[4]), m, tonumber(v[6] or DEFAULT_PID_EXPIRY_MS)}
+return {v[1], tonumber(v[3]), tonumber(v[4]), m, tonumber(v[6] or DEFAULT_PID_EXPIRY_MS),
+  tonumber(v[7] or 5)}

@@ -4,22 +4,34 @@
   PRODUCER_FENCED); the sequence and the duplicate window carry over (DESIGN 4b, G5). The
   new incarnation's session becomes the PID's owner on this partition.
 
+  Two openers of one name (or of one saved state) racing over the partitions are ordered by
+  their tickets, drawn for the whole topic first (producer_ticket): an opener whose ticket
+  is below the newest one a partition saw is refused there, so once both opens returned
+  the higher ticket is the newest incarnation on every partition and the other is fenced
+  everywhere, on a cluster too.
+
   KEYS[1]  idempotence state per PID (hash)    <ns>:{<topic>/<p>}:pids
   KEYS[2]  PID -> last write (zset)            <ns>:{<topic>/<p>}:pidexp
   KEYS[3]  producer names (hash)               <ns>:{<topic>/<p>}:names
   KEYS[4]  the partition metadata (hash)       <ns>:{<topic>/<p>}:part
+  KEYS[5]  the duplicate window (hash)         <ns>:{<topic>/<p>}:win
   ARGV[1]  pid          the PID to use: the resumed one, or a fresh one for a new name
   ARGV[2]  name         the producer's name ('' if unnamed)
   ARGV[3]  resume_gen   the generation in the saved state ('' when not resuming)
   ARGV[4]  resume_next  the next sequence in the saved state ('' when not resuming)
   ARGV[5]  session      the new incarnation's session (the PID's owner from now on)
   ARGV[6]  inc          the partition incarnation the caller saw (G9)
+  ARGV[7]  ticket_key   'n:<name>' or 'p:<pid>': what the ticket orders ('' for none)
+  ARGV[8]  ticket       the opener's ticket for it (an integer >= 1; '' for none)
 
   Producer state expires after the partition's own expiry (its metadata's pidexp).
 
-  Returns {pid, generation, next_sequence}: a name already known keeps its PID; the next
-    sequence is the saved one when resuming, else the one after the server's last.
-  Errors: UNKNOWN_PRODUCER_ID (resume= names state that expired), STATE_LOST (the partition
+  Returns {pid, generation, next_sequence, written_next}: a name already known keeps its
+    PID; the next sequence is the saved one when resuming, else the one after the server's
+    last; written_next is the one after the server's last (0 if none): a batch below it
+    may be a resend, one at or above it was never sent by an older incarnation.
+  Errors: PRODUCER_FENCED (reason 'incarnation': an opener with a higher ticket opened this
+    partition already), UNKNOWN_PRODUCER_ID (resume= names state that expired), STATE_LOST (the partition
     vanished or was recreated, or a PID fresh from the counter already has state: the
     counter went backwards), WRONG_TYPE, BAD_ARGUMENT (a PID, generation or sequence that
     is not an integer in [0, 2^53)).
@@ -28,7 +40,7 @@
 --- @include "producer"
 --- @include "idempotence"
 
-local pids, pid_expiry, names, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local pids, pid_expiry, names, meta, win = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local pid, name = ARGV[1], ARGV[2]
 local resume_gen, resume_next, session = ARGV[3], ARGV[4], ARGV[5]
 local pid_n = int_arg(pid)
@@ -51,11 +63,20 @@ end
 if session == '' then
   return fail(E.BAD_ARGUMENT, 'session', '-')
 end
-local bad = check_types({pids, pid_expiry, names}, {'hash', 'zset', 'hash'})
+local ticket_key, ticket = ARGV[7], int_arg(ARGV[8])
+if ticket_key ~= '' and (ticket == nil or ticket < 1) then
+  return fail(E.BAD_ARGUMENT, 'ticket', ARGV[8])
+end
+local bad = check_types({pids, pid_expiry, names, win}, {'hash', 'zset', 'hash', 'hash'})
 if bad then return bad end
-local expiry_ms
-expiry_ms, bad = partition_pid_expiry(meta, ARGV[6])
-if bad then return bad end
+local expiry_ms, window = partition_pid_settings(meta, ARGV[6])
+if not expiry_ms then return window end
+if ticket_key ~= '' then
+  local newest = tonumber(redis.call('HGET', names, '!' .. ticket_key) or '0')
+  if newest > ticket then
+    return fail(E.PRODUCER_FENCED, ticket, newest, 'incarnation')
+  end
+end
 
 local now = now_ms()
 -- Not resuming and no known name: the PID came from the producer-id counter just now.
@@ -74,8 +95,10 @@ if name ~= '' then
   end
 end
 
+-- The state as stored, expired or not: an expired one still stored carries on (its
+-- window still judges resends of what it wrote), instead of a fresh start below it.
 local state
-state, bad = load_pid(pids, pid, now, expiry_ms)
+state, bad = load_stored_pid(pids, pid, now, expiry_ms)
 if bad then return bad end
 local fence
 fence, bad = pid_fence(names, pid)
@@ -89,11 +112,14 @@ if state ~= nil and fresh_pid then
   -- backwards (a failover lost its INCR). Taking the state over would fence its owner.
   return fail(E.STATE_LOST, 'pid-reused', pid, state.g)
 end
-if state == nil and next_arg ~= nil and next_arg > 0 then
+if state == nil and resume_gen ~= '' and (fence >= 0 or (next_arg ~= nil and next_arg > 0)) then
+  -- The PID wrote here (its fence, put up by its first batch, outlives its state) or the
+  -- saved state says it did, and its state is gone: a resend of what it wrote could not
+  -- be told from new records.
   return fail(E.UNKNOWN_PRODUCER_ID, pid, 'resume-expired')
 end
 -- Every check passed: the writes start here.
-drop_expired(pids, pid_expiry, now, expiry_ms)
+drop_expired(pids, pid_expiry, win, now, expiry_ms, window)
 local next_seq
 if state ~= nil then
   gen = math.max(gen, state.g) + 1
@@ -104,7 +130,7 @@ if state ~= nil then
 else
   gen = gen + 1
   next_seq = 0
-  save_pid(pids, pid_expiry, pid, new_pid_state(gen, -1, session), now)
+  replace_pid(pids, pid_expiry, win, pid, new_pid_state(gen, -1, session), now, window)
 end
 if next_arg ~= nil then
   next_seq = next_arg
@@ -113,4 +139,7 @@ if name ~= '' then
   redis.call('HSET', names, name, pid .. ' ' .. gen)
 end
 set_pid_fence(names, pid, gen)
-return {pid, gen, next_seq}
+if ticket_key ~= '' then
+  redis.call('HSET', names, '!' .. ticket_key, ticket)
+end
+return {pid, gen, next_seq, state ~= nil and state.s + 1 or 0}

@@ -58,8 +58,8 @@ end
 local bad = check_types({shared, waiters, leases}, {'zset', 'zset', 'hash'})
 if bad then return bad end
 local _
-_, bad = partition_pid_expiry(meta, ARGV[11])
-if bad then return bad end
+local pid_settings, lost = partition_pid_settings(meta, ARGV[11])
+if not pid_settings then return lost end
 local row
 row, bad = load_producer_row(row_key, new_inc)
 if bad then return bad end

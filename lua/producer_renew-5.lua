@@ -40,8 +40,8 @@ end
 local bad = check_types({shared}, {'zset'})
 if bad then return bad end
 local _
-_, bad = partition_pid_expiry(meta, ARGV[9])
-if bad then return bad end
+local pid_settings, lost = partition_pid_settings(meta, ARGV[9])
+if not pid_settings then return lost end
 _, bad = check_standing(row_key, session, mode, epoch, inc)
 if bad then return bad end
 _, bad = check_name(names, name, pid, pid_gen)

@@ -7,10 +7,13 @@
   ARGV[3]  seen_inc     incarnation the handle saw before ('' if none)
   ARGV[4]  pidexp       producer state expiry (ms, >= 1000) to store if the topic is created
                         now: fixed for the topic's life, whatever later clients are set to
+  ARGV[5]  dedupw       the duplicate window of idempotent producers (batches, >= 1) to
+                        store if the topic is created now: fixed likewise
 
-  Returns {incarnation, partitions, ready, created, pidexp} where ready is 1 once every
-  partition was initialised, created is 1 if this call created the topic, and pidexp is the
-  topic's producer state expiry (ms; 7 days for a topic created before it was kept).
+  Returns {incarnation, partitions, ready, created, pidexp, dedupw} where ready is 1 once
+  every partition was initialised, created is 1 if this call created the topic, pidexp is
+  the topic's producer state expiry (ms; 7 days for a topic created before it was kept) and
+  dedupw its duplicate window (5 for a topic created before it was kept).
   Errors: UNKNOWN_TOPIC (missing and ARGV[1] is ''), PARTITIONS_MISMATCH (exists with
     another count), STATE_LOST (the topic the handle saw vanished or was recreated),
     WRONG_TYPE.
@@ -19,8 +22,12 @@
 
 local key = KEYS[1]
 local want, new_inc, seen_inc, pidexp = ARGV[1], ARGV[2], ARGV[3], int_arg(ARGV[4])
+local dedupw = int_arg(ARGV[5])
 if pidexp == nil or pidexp < 1000 then
   return fail(E.BAD_ARGUMENT, 'pidexp', ARGV[4])
+end
+if dedupw == nil or dedupw < 1 then
+  return fail(E.BAD_ARGUMENT, 'dedupw', ARGV[5])
 end
 
 local t = key_type(key)
@@ -39,11 +46,11 @@ if t == 'none' then
     return fail(E.BAD_ARGUMENT, 'partitions', want)
   end
   redis.call('HSET', key, 'inc', new_inc, 'partitions', n, 'ready', 0, 'created_ms', now_ms(),
-    'pidexp', pidexp)
-  return {new_inc, n, 0, 1, pidexp}
+    'pidexp', pidexp, 'dedupw', dedupw)
+  return {new_inc, n, 0, 1, pidexp, dedupw}
 end
 
-local v = redis.call('HMGET', key, 'inc', 'partitions', 'ready', 'pidexp')
+local v = redis.call('HMGET', key, 'inc', 'partitions', 'ready', 'pidexp', 'dedupw')
 local inc, n, ready = v[1] or '', tonumber(v[2] or '0'), tonumber(v[3] or '0')
 local stored_pidexp = tonumber(v[4] or DEFAULT_PID_EXPIRY_MS)
 if seen_inc ~= '' and inc ~= seen_inc then
@@ -52,4 +59,4 @@ end
 if want ~= '' and tonumber(want) ~= n then
   return fail(E.PARTITIONS_MISMATCH, n, want)
 end
-return {inc, n, ready, 0, stored_pidexp}
+return {inc, n, ready, 0, stored_pidexp, tonumber(v[5] or 5)}

@@ -57,6 +57,7 @@ from typing import Any
 import fencing
 from fencing import (
     AccessMode,
+    DuplicateSequence,
     FencingError,
     OutcomeUnknown,
     ProcessBoundError,
@@ -392,6 +393,16 @@ class Worker:
             if mds_or_none is None:
                 return True  # it did not land (and never will): the same batch goes again
             mds = mds_or_none
+        except DuplicateSequence as exc:
+            if exc.reason != "older-than-window":
+                self.record(self.log, topic, partition, values, "unknown", err=describe(exc))
+                self.log("unexpected", where=f"job {job}", error=describe(exc))
+                return False
+            # Written before (by an incarnation whose state this one resumed behind): the
+            # recipe skips it, and the producer goes on with the next batch.
+            self.record(self.log, topic, partition, values, "unknown", err=describe(exc))
+            self.save_state(job, tag, producer.state)
+            return True
         except Exception as exc:
             self.record(self.log, topic, partition, values, "unknown", err=describe(exc))
             self.log("unexpected", where=f"job {job}", error=describe(exc))

@@ -39,8 +39,11 @@ def log(client: fencing.Client, name: str, partition: int = 0) -> list[tuple[Any
 
 
 def pid_state(raw: redis.Redis, topic: Any, pid: int, partition: int = 0) -> Any:
-    stored = raw.hget(topic.partition_keys(partition).pids, str(pid))
-    return None if stored is None else decode_pid_state(stored)
+    pk = topic.partition_keys(partition)
+    stored = raw.hget(pk.pids, str(pid))
+    if stored is None:
+        return None
+    return decode_pid_state(stored, raw.hgetall(pk.window), pid=pid, size=topic.dedup_window)
 
 
 def issued(raw: redis.Redis, client: Any) -> int:

@@ -1,4 +1,5 @@
-"""The append script's fast path agrees with its general path (lua/append-6.lua).
+"""The append script's fast path (lua/include/append_fast.lua) agrees with its general path
+(lua/append-7.lua).
 
 The script first tries a fast path for the common send and, whenever that path declines,
 runs the general path from the start. Each step here runs one append call three times from
@@ -35,6 +36,7 @@ HEADER = (
     "ttl_ms",
     "pid_gen",
     "first_seq",
+    "fresh",
     "expected",
     "mode",
     "producer",
@@ -45,13 +47,16 @@ LEASE_TTL = 60.0
 
 
 def _variants() -> dict[str, str]:
-    text = (lua_dir() / "append-6.lua").read_text(encoding="utf-8")
-    fast, general = text.index("-- [fast path]"), text.index("-- [general path]")
+    # The general path alone is the append without its fast-path include; the fast path
+    # alone is that include, declining where the general path would take over.
+    text = (lua_dir() / "append-7.lua").read_text(encoding="utf-8")
+    fast_include = '--- @include "append_fast"\n'
+    assert fast_include in text
     return {
         "whole": script("append").source,
-        "general": _build("append", 6, text[:fast] + text[general:], lua_dir()).source,
+        "general": _build("append", 7, text.replace(fast_include, ""), lua_dir()).source,
         "fast": _build(
-            "append", 6, text[:general] + f"return redis.error_reply('{DECLINED}')\n", lua_dir()
+            "append", 7, fast_include + f"return redis.error_reply('{DECLINED}')\n", lua_dir()
         ).source,
     }
 
@@ -325,7 +330,7 @@ def test_producer_state_cases(paths: Paths, client: fencing.Client, raw: redis.R
     pid = str(s.producer.producer_id)
     state = raw.hget(pk.pids, pid).decode()  # type: ignore[union-attr]
     g, last, t, x, rest = state.split(" ", 4)
-    window = rest[rest.index("|") :]
+    window = rest[rest.index(";") :]
     now = paths.time_ms()
     old = now - 8 * 24 * 3600 * 1000
 
@@ -359,10 +364,12 @@ def test_producer_state_cases(paths: Paths, client: fencing.Client, raw: redis.R
     # Another PID generation: a newer one is taken by the general path, an older one fenced.
     probe("general", generation=int(g) + 1)
     assert "PRODUCER_FENCED" in probe("general", f"{int(g) + 1} {last} {t} {x} {rest}")
+    # A state written by an older version (its window inline): read with an empty window.
+    probe("general", f"{g} {last} {t} {x} {s.producer.session}|0 0 0a1b2c3d 0")
     # A state this version cannot read.
     assert "STATE_LOST" in probe("general", "junk")
     # Keys of another type, and the stream gone while the partition has records.
-    for key in (pk.meta, pk.owner, pk.pids, pk.stream, pk.names):
+    for key in (pk.meta, pk.owner, pk.pids, pk.stream, pk.names, pk.window):
         c = s.call()
         before = paths.dump(c.keys)
         raw.delete(key)
@@ -450,8 +457,8 @@ def test_the_shortest_state_expiry(paths: Paths, client: fencing.Client, raw: re
 
 
 def test_the_builder_and_the_reply_parser() -> None:
-    """The contract with protocol.topic.append: the header's nine fields in order (ARGV[2]),
-    and the one-string reply, as bytes or decoded."""
+    """The contract with protocol.topic.append: the header's ten fields in order (ARGV[2]),
+    the resend's header (never fresh), and the one-string reply, as bytes or decoded."""
     pk = PartitionKeys(Keys("ns"), "t", 0)
     writer = protocol.topic.Writer("7", "sess", "x", 3, 5000, "rowinc")
     call = protocol.topic.append(
@@ -470,12 +477,17 @@ def test_the_builder_and_the_reply_parser() -> None:
         "ttl_ms": "5000",
         "pid_gen": "2",
         "first_seq": "40",
+        "fresh": "1",
         "expected": "12",
         "mode": "x",
         "producer": "7",
         "name": "writer",
     }
     assert (inc, session, row_inc, layout, parts) == ("inc", "sess", "rowinc", "1", [b"v", b"k"])
+    assert call.resent_args is not None
+    resent = dict(zip(HEADER, str(call.resent_args[1]).split(" "), strict=True))
+    assert resent == {**dict(zip(HEADER, str(header).split(" "), strict=True)), "fresh": "0"}
+    assert call.resent_args[2:] == call.args[2:] and call.resent_args[0] == call.args[0]
     assert checksum == protocol.topic.checksum([fencing.Record(b"v", key=b"k")])
     plain = protocol.topic.append(
         pk,
@@ -485,7 +497,7 @@ def test_the_builder_and_the_reply_parser() -> None:
         expected_offset=None,
         writer=writer,
     )
-    assert str(plain.args[1]).split(" ") == ["0", "3", "5000", "0", "", "", "x", "7", ""]
+    assert str(plain.args[1]).split(" ") == ["0", "3", "5000", "0", "", "0", "", "x", "7", ""]
     assert plain.args[4] == "" and not plain.resend_safe
     for reply in (b"12 1795480466103 3 0 3", "12 1795480466103 3 0 3"):
         assert call.parse(reply) == protocol.topic.Appended(12, 1795480466103, 3, False, 3)

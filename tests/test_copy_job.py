@@ -1,4 +1,4 @@
-"""Seed 003's mirror-maker case with real processes killed by SIGKILL (G5).
+"""A copy job (a mirror maker) with real processes killed by SIGKILL (G5).
 
 A copy job (a ``spawn``ed child) copies an input of N records into an output topic in
 batches. After each batch it saves, atomically (temporary file + ``os.replace``), its input
@@ -22,6 +22,7 @@ whose ``log_end`` is past its saved position resends a batch that had landed.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import multiprocessing
@@ -41,8 +42,11 @@ import redis
 import fencing
 from fencing import ProducerState
 from fencing.protocol.producer import decode_pid_state
+from fencing.verify import Attempt, verify_log
 
 from .conftest import ServerInfo, _drop_namespace
+from .support.fleet import Channel, Fleet
+from .support.logs import check_exactly_once, read_values
 
 TOPIC = "mirror"
 N = 300
@@ -292,3 +296,344 @@ def _possible_starts(run: Run) -> tuple[int, ...]:
     if sent and sent[-1] == saved:
         return (saved, saved + len(batch_at(saved)))
     return (saved,)
+
+
+# -- a copy job over two partitions that saves every K batches ------------------------------------
+#
+# The input is RECORDS deterministic records; batch b is records 10b..10b+9 and goes to
+# partition b % 2, so partition p holds batches p, p+2, p+4, ... and batch b starts there at
+# offset and sequence (b // 2) * 10. The job saves (input position, producer state) every
+# ``every`` batches only, so a restarted job resends up to ``every`` batches per partition:
+# those still in the duplicate window are answered with their original offsets, older ones
+# raise DuplicateSequence("older-than-window"), which the job takes as "written before" and
+# skips, and the producer goes on with the batches after them.
+#
+# Each life is killed at a point drawn from a keyed RNG: told at start-up which batch to
+# hold at and whether before or after that batch's save, the job stops there and the test
+# SIGKILLs it, so a run is the same every time for one RNG key (printed). Kills at a random
+# instant of the send itself are the business of the test above.
+
+COPIED = "copied"
+PARTITIONS = 2
+RECORDS = 2_000
+PER_BATCH = 10
+BATCHES = RECORDS // PER_BATCH
+#: The topic's duplicate window (batches per producer and partition), the default.
+WINDOW = 5
+#: A restart from a save this many batches back resends, on the saved batch's partition,
+#: at least WINDOW batches after it: that batch is older than the window.
+BEYOND_WINDOW = PARTITIONS * WINDOW
+KILLS = 3
+#: A life is SIGKILLed after handling this many batches (drawn uniformly; moved forward to
+#: at least BEYOND_WINDOW past its last save where the saves are that far apart).
+KILL_AFTER = (15, 50)
+#: Where the held job stops: right after the batch's send, or after its save (if one is due).
+PHASES = ("sent", "saved")
+#: Set it to an integer to repeat the kill points of a run (each run prints its own).
+KILL_POINTS_ENV = "FENCING_COPY_JOB_KILL_POINTS"
+
+
+def copy_input() -> list[bytes]:
+    """The two-partition job's input: RECORDS distinct, deterministic values."""
+    return [
+        b"%05d:%s" % (i, hashlib.blake2b(b"%d" % i, digest_size=8).hexdigest().encode())
+        for i in range(RECORDS)
+    ]
+
+
+def partition_of(batch: int) -> int:
+    return batch % PARTITIONS
+
+
+def first_of(batch: int) -> int:
+    """Where batch ``batch`` starts in its partition: its first offset and sequence."""
+    return batch // PARTITIONS * PER_BATCH
+
+
+def expected_partition(inputs: list[bytes], partition: int) -> list[bytes]:
+    return [
+        v
+        for b in range(partition, BATCHES, PARTITIONS)
+        for v in inputs[b * PER_BATCH : (b + 1) * PER_BATCH]
+    ]
+
+
+def copy_two_partitions(
+    channel: Channel, url: str, namespace: str, state_file: str, every: int
+) -> None:
+    """The job: resume from the saved (position, state) if any, then send the input from
+    there batch by batch, skipping a batch older than the window, saving every ``every``
+    batches.
+
+    Reports ``started`` and waits for ``("run", hold_at, phase)``: with ``hold_at`` set it
+    reports ``holding`` and waits, never to go on, once batch ``hold_at`` was handled
+    (``phase`` "sent": before its save; "saved": after it). Then ``sent``/``skipped`` per
+    batch, ``saved`` after each save, ``done`` at the end."""
+    inputs = copy_input()
+    path = Path(state_file)
+    client = fencing.Client.from_url(url, namespace=namespace)
+    topic = client.topic(COPIED, partitions=PARTITIONS)
+    if path.exists():
+        saved = json.loads(path.read_text())
+        position = int(saved["position"])
+        state = ProducerState.from_json(saved["state"])
+        producer = topic.producer(resume=state, lease_ttl=LEASE_TTL)
+    else:
+        position = 0
+        producer = topic.producer(lease_ttl=LEASE_TTL)
+        _save(path, position, producer.state)  # before any send: the state is known
+    ends = [topic.offsets(p)[1] for p in range(PARTITIONS)]
+    channel.report("started", position=position, ends=ends)
+    _, hold_at, phase = channel.command()
+
+    def hold(batch: int) -> None:
+        channel.report("holding", batch=batch, phase=phase)
+        channel.command()  # the test kills the job here
+        raise AssertionError("a held copy job was told to go on")
+
+    while position < RECORDS:
+        batch = position // PER_BATCH
+        try:
+            mds = producer.send_batch(
+                inputs[position : position + PER_BATCH], partition=partition_of(batch)
+            )
+        except fencing.DuplicateSequence as exc:
+            if exc.reason != "older-than-window":
+                raise
+            channel.report(
+                "skipped",
+                batch=batch,
+                partition=exc.partition,
+                sequences=[exc.first_sequence, exc.last_sequence],
+            )
+        else:
+            channel.report(
+                "sent",
+                batch=batch,
+                partitions=sorted({m.partition for m in mds}),
+                offsets=[m.offset for m in mds],
+                epochs=[m.epoch for m in mds],
+            )
+        position += PER_BATCH
+        if batch == hold_at and phase == "sent":
+            hold(batch)
+        if position // PER_BATCH % every == 0:
+            _save(path, position, producer.state)
+            channel.report("saved", position=position)
+        if batch == hold_at and phase == "saved":
+            hold(batch)
+    producer.close()
+    client.close()
+    channel.report("done", position=position)
+
+
+def kill_point(start: int, after: int, every: int) -> int:
+    """The batch to hold at: the ``after``-th from ``start``, moved forward where needed so
+    that it lies at least BEYOND_WINDOW batches past the last save before it (and before
+    the next save) when the saves are that far apart."""
+    batch = start + after - 1
+    if every > BEYOND_WINDOW + 1:
+        since_save = batch % every
+        if since_save < BEYOND_WINDOW:
+            batch += BEYOND_WINDOW - since_save
+        elif since_save == every - 1:
+            batch -= 1  # (its "saved" phase would leave nothing to resend)
+    return batch
+
+
+def _runs(items: list[tuple[int, str]]) -> str:
+    """``[(batch, what), ...]`` as runs: ``6-22 skipped, 23-27 sent``."""
+    out: list[str] = []
+    for what, group in itertools.groupby(items, key=lambda item: item[1]):
+        batches = [b for b, _ in group]
+        span = str(batches[0]) if len(batches) == 1 else f"{batches[0]}-{batches[-1]}"
+        out.append(f"{span} {what}")
+    return ", ".join(out)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("every", [1, 7, 20, 200])
+def test_a_copy_job_saving_every_k_batches_survives_kills_and_copies_exactly_once(
+    server: ServerInfo, job_namespace: str, tmp_path: Path, every: int
+) -> None:
+    """Killed three times at drawn points and restarted from its last save each time, the
+    job ends with each partition holding its input once, in order, whatever ``every``."""
+    if server.kind == "valkey":
+        pytest.skip("one server kind is enough for the kill-and-restart runs: redis")
+    key = int(os.environ.get(KILL_POINTS_ENV) or random.randrange(2**31))
+    rng = random.Random(key * 1000 + every)
+    plan = [(rng.randint(*KILL_AFTER), rng.choice(PHASES)) for _ in range(KILLS)]
+    path = tmp_path / "copy-job.json"
+    holds: list[tuple[int, str]] = []
+    with Fleet(max_seconds=60) as fleet:
+        fleet.start("job", copy_two_partitions, server.url, job_namespace, str(path), every)
+        for after, phase in plan:
+            started = fleet.wait_for("the job started", lambda e: e["ev"] == "started", wid="job")
+            hold_at = kill_point(started["position"] // PER_BATCH, after, every)
+            assert hold_at < BATCHES - 1, (hold_at, plan)
+            holds.append((hold_at, phase))
+            fleet.send("job", ("run", hold_at, phase))
+            fleet.wait_for(f"the job held at {hold_at}", lambda e: e["ev"] == "holding", wid="job")
+            fleet.kill("job")
+            fleet.respawn("job")
+        fleet.wait_for("the job started", lambda e: e["ev"] == "started", wid="job")
+        fleet.send("job", ("run", None, None))
+        fleet.wait_for("the job is done", lambda e: e["ev"] == "done", wid="job")
+        assert fleet.finish("job") == 0
+    lives = fleet.lives
+    print(
+        f"\n[every {every}] kill points from random.Random({key} * 1000 + {every}) "
+        f"({KILL_POINTS_ENV}={key} repeats them): held at (batch, phase) {holds}"
+    )
+
+    # What each life did: where it started, batches sent (first time or answered from the
+    # window) and skipped as older than the window.
+    inputs = copy_input()
+    for life in lives:
+        (started,) = life.of("started")
+        ends = started["ends"]
+        sent = life.of("sent")
+        answered = sum(1 for e in sent if e["offsets"][0] < ends[partition_of(e["batch"])])
+        print(
+            f"  life {life.life}: exit {life.exitcode}, from batch "
+            f"{started['position'] // PER_BATCH} (log ends {ends}): {len(sent) - answered} "
+            f"new, {answered} answered from the window, {len(life.of('skipped'))} older than "
+            "the window: " + _runs([(e["batch"], e["ev"]) for e in life.of("sent", "skipped")])
+        )
+
+    # Each partition: its input, once, in order, at offsets 0.. (read back from Redis).
+    client = fencing.Client.from_url(server.url, namespace=job_namespace)
+    try:
+        for p in range(PARTITIONS):
+            check_exactly_once(client, COPIED, p, expected_partition(inputs, p))
+        attempts = [
+            Attempt(v, partition_of(e["batch"]), "acked", offset, epoch)
+            for life in lives
+            for e in life.of("sent")
+            for v, offset, epoch in zip(
+                inputs[e["batch"] * PER_BATCH : (e["batch"] + 1) * PER_BATCH],
+                e["offsets"],
+                e["epochs"],
+                strict=True,
+            )
+        ]
+        report = verify_log(client, COPIED, attempts=attempts, exclusive=True, unique_values=True)
+    finally:
+        client.close()
+    print(report.summary(max_segments=3))
+    assert report.ok, report.summary()
+
+    # Every life but the last was killed where it held; the last one finished the input.
+    assert [life.exitcode for life in lives] == [-signal.SIGKILL] * KILLS + [0]
+    assert [(e["batch"], e["phase"]) for life in lives for e in life.of("holding")] == holds
+    assert [e["position"] for e in lives[-1].of("done")] == [RECORDS]
+
+    # Every send, first or resent, got the batch's own offsets; every skip named the
+    # batch's own sequences.
+    for life in lives:
+        for e in life.of("sent"):
+            b = e["batch"]
+            assert (e["partitions"], e["offsets"]) == (
+                [partition_of(b)],
+                list(range(first_of(b), first_of(b) + PER_BATCH)),
+            ), e
+        for e in life.of("skipped"):
+            b = e["batch"]
+            assert (e["partition"], e["sequences"]) == (
+                partition_of(b),
+                [first_of(b), first_of(b) + PER_BATCH - 1],
+            ), e
+    # Each restart began at the last save of the life before and handled every batch from
+    # there: those with WINDOW later batches of their partition written (up to the furthest
+    # batch held at so far) skipped as older than the window, the rest sent; where the saves
+    # are more than BEYOND_WINDOW batches apart, every restart began with a skip.
+    for previous, life in itertools.pairwise(lives):
+        start = life.of("started")[0]["position"] // PER_BATCH
+        assert start * PER_BATCH == previous.of("started", "saved")[-1]["position"]
+        handled = [e["batch"] for e in life.of("sent", "skipped")]
+        assert handled == list(range(start, handled[-1] + 1)), handled
+        held = max(e["batch"] for w in lives[: life.life] for e in w.of("holding"))
+        skipped = [e["batch"] for e in life.of("skipped")]
+        older = [b for b in handled if (held - b) // PARTITIONS >= WINDOW]
+        assert skipped == older, (start, held, skipped)
+    if every > BEYOND_WINDOW + 1:
+        assert all(life.of("skipped") for life in lives[1:])
+
+
+# -- the same in one process: a resume from a save older than the window -------------------------
+
+WEDGED = "resent"
+#: Input batches (of PER_BATCH records), batches written before the crash, and the batch
+#: the saved position points at.
+INPUT_BATCHES, WRITTEN_BATCHES, SAVED_AT = 40, 28, 6
+
+
+def test_a_resume_from_a_save_older_than_the_window_skips_those_batches_and_goes_on(
+    server: ServerInfo, namespace: str, client: fencing.Client
+) -> None:
+    """28 batches written, (position, state) saved after the 6th, then a crash; the resumed
+    producer resends batches 6..27: 6..22 are older than the window (written before: the
+    job skips each), 23..27 are answered with their original offsets, and the 12 batches
+    after them are written next, each once."""
+    if server.kind == "valkey":
+        pytest.skip("one server kind is enough for this sequence: redis")
+    inputs = [b"value-%03d" % i for i in range(INPUT_BATCHES * PER_BATCH)]
+
+    def batch(b: int) -> list[bytes]:
+        return inputs[b * PER_BATCH : (b + 1) * PER_BATCH]
+
+    def offsets(b: int) -> tuple[int, int]:
+        return b * PER_BATCH, (b + 1) * PER_BATCH - 1
+
+    crashed = fencing.Client.from_url(server.url, namespace=namespace)
+    try:
+        producer = crashed.topic(WEDGED, partitions=1).producer()
+        saved: tuple[int, str] | None = None
+        for b in range(WRITTEN_BATCHES):
+            if b == SAVED_AT:
+                saved = (b * PER_BATCH, producer.state.to_json())
+            mds = producer.send_batch(batch(b), partition=0)
+            assert [m.offset for m in mds] == list(range(b * PER_BATCH, (b + 1) * PER_BATCH))
+    finally:
+        crashed.close()  # a crash: the producer is never closed, its connections are gone
+    assert saved is not None
+    position, state = saved
+
+    resumed = client.topic(WEDGED).producer(resume=ProducerState.from_json(state))
+    outcomes: list[tuple[int, str, int, int]] = []
+    after_resend: list[bytes] = []
+    for b in range(position // PER_BATCH, INPUT_BATCHES):
+        try:
+            mds = resumed.send_batch(batch(b), partition=0)
+        except fencing.DuplicateSequence as exc:
+            # older-than-window: written before, skip it; any other reason shows below.
+            outcomes.append((b, exc.reason, exc.first_sequence, exc.last_sequence))
+        else:
+            outcomes.append((b, "offsets", mds[0].offset, mds[-1].offset))
+        if b == WRITTEN_BATCHES - 1:
+            after_resend = read_values(client, WEDGED, 0)
+    resumed.close()
+    print(
+        "\nresent and sent on: "
+        + "; ".join(
+            f"{b} {what} {first}-{last}"
+            for b, what, first, last in outcomes
+            if b in (SAVED_AT, 22, 23, 27, 28, INPUT_BATCHES - 1)
+        )
+        + f"\nlog after the resend: {len(after_resend)} records; "
+        f"at the end: {len(read_values(client, WEDGED, 0))} of {len(inputs)}"
+    )
+
+    # The resend of 6..27 leaves the 280 records once each, in order.
+    assert after_resend == inputs[: WRITTEN_BATCHES * PER_BATCH]
+    # 6..22: older than the window, each naming its own sequences; 23..27 (the window):
+    # their original offsets; 28..39: written next, at the offsets after them.
+    window_starts = WRITTEN_BATCHES - WINDOW
+    assert outcomes == [
+        (b, "older-than-window", *offsets(b)) for b in range(SAVED_AT, window_starts)
+    ] + [(b, "offsets", *offsets(b)) for b in range(window_starts, INPUT_BATCHES)]
+    records = check_exactly_once(client, WEDGED, 0, inputs)
+    assert len({r.producer_id for r in records}) == 1
+    report = verify_log(client, WEDGED, exclusive=True, unique_values=True)
+    assert report.ok, report.summary()

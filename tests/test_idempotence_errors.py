@@ -10,6 +10,7 @@ background lease renewal may legitimately write it at any time.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,8 @@ from fencing._sync.producer import Producer
 from fencing.keys import PartitionKeys
 from fencing.protocol.producer import decode_pid_state
 from fencing.protocol.topic import Appended, Sequenced
+
+from .helpers import server_ms, wait_server_past
 
 TOPIC = "out"
 #: Long enough that no renewal falls inside a test; renewals do not touch compared keys.
@@ -90,7 +93,8 @@ class Harness:
         raw = self.raw.hget(self.pk.pids, str(pid))
         if raw is None:
             return None
-        state = decode_pid_state(raw)
+        slots = self.raw.hgetall(self.pk.window)
+        state = decode_pid_state(raw, slots, pid=pid, size=self.topic.dedup_window)
         window = [list(batch) for batch in state.window]
         return {"g": state.generation, "s": state.last_sequence, "w": window}
 
@@ -358,3 +362,206 @@ def test_a_state_the_scripts_cannot_read_is_state_lost_never_a_fresh_start(
         other.close()
     assert h.raw.hget(h.pk.pids, str(pid)) == unreadable
     assert h.values() == [b"a", b"c"]
+
+
+# -- resends of saved state: the window's reasons, and what the producer does next ----------
+
+
+def _resumed(h: Harness, saved: fencing.ProducerState) -> Producer:
+    return h.topic.producer(resume=saved, lease_ttl=LEASE_TTL)
+
+
+def _send_or_refusal(
+    h: Harness, p: Producer, values: list[bytes]
+) -> list[int] | tuple[str, int, int]:
+    """The offsets a send got, or the reason and sequence range of its DuplicateSequence
+    (checked to have written nothing)."""
+    before = h.snapshot()
+    try:
+        return offsets(p.send_batch(values, partition=0))
+    except fencing.DuplicateSequence as exc:
+        assert h.snapshot() == before
+        assert (exc.pid, exc.topic, exc.partition) == (p.producer_id, TOPIC, 0)
+        return (exc.reason, exc.first_sequence, exc.last_sequence)
+
+
+def test_a_resend_older_than_the_window_is_refused_and_the_producer_goes_on(h: Harness) -> None:
+    """A copy job resumed from state saved 8 batches back skips what each error names and
+    finishes exactly once: the batches older than the window (5) are refused, the ones in it
+    are answered with their original offsets, and the next new batch lands after them."""
+    batches = [[b"%d-%d" % (i, j) for j in range(i % 3 + 1)] for i in range(8)]
+    h.p.open()
+    saved = h.p.state
+    for batch in batches:
+        h.p.send_batch(batch, partition=0)
+    log = h.values()
+    firsts = [sum(len(b) for b in batches[:i]) for i in range(len(batches))]
+    q = _resumed(h, saved)
+    try:
+        answers = [_send_or_refusal(h, q, batch) for batch in [*batches, [b"new"]]]
+    finally:
+        q.close()
+    expected: list[list[int] | tuple[str, int, int]] = [
+        ("older-than-window", firsts[i], firsts[i] + len(batches[i]) - 1) for i in range(3)
+    ]
+    expected += [[firsts[i] + j for j in range(len(batches[i]))] for i in range(3, 8)]
+    expected.append([len(log)])
+    assert answers == expected
+    assert h.values() == [*log, b"new"]
+
+
+def test_other_records_under_a_sequence_range_in_the_window_are_refused_and_skipped(
+    h: Harness,
+) -> None:
+    h.p.open()
+    saved = h.p.state
+    for value in (b"a", b"b", b"c"):
+        h.p.send_batch([value], partition=0)
+    q = _resumed(h, saved)
+    try:
+        answers = [_send_or_refusal(h, q, [v]) for v in (b"X", b"b", b"c", b"d")]
+    finally:
+        q.close()
+    assert answers == [("other-records", 0, 0), [1], [2], [3]]
+    assert h.values() == [b"a", b"b", b"c", b"d"]
+
+
+def test_a_resend_straddling_the_last_sequence_is_refused_and_the_producer_stays(
+    h: Harness,
+) -> None:
+    """Resent with other batch boundaries across the last written sequence: refused in full,
+    nothing written, and the producer does not move on (the old boundaries still work)."""
+    h.p.send_batch([b"a"], partition=0)  # sequence 0
+    saved = h.p.state
+    h.p.send_batch([b"b", b"c"], partition=0)  # sequences 1..2
+    q = _resumed(h, saved)
+    try:
+        answers = [
+            _send_or_refusal(h, q, values)
+            for values in ([b"b", b"c", b"d"], [b"b", b"c", b"d", b"e"], [b"b", b"c"], [b"d"])
+        ]
+    finally:
+        q.close()
+    assert answers == [("straddles", 1, 3), ("straddles", 1, 4), [1, 2], [3]]
+    assert h.values() == [b"a", b"b", b"c", b"d"]
+
+
+def test_the_duplicate_window_is_the_topics_own(client: fencing.Client) -> None:
+    """A window of 1: the batch before the last one is already older than the window."""
+    topic = client.topic("narrow", partitions=1, dedup_window=1)
+    assert topic.open().dedup_window == 1
+    with topic.producer(lease_ttl=LEASE_TTL) as p:
+        saved = p.open().state
+        p.send_batch([b"a"], partition=0)
+        p.send_batch([b"b"], partition=0)
+    with topic.producer(resume=saved, lease_ttl=LEASE_TTL) as q:
+        with pytest.raises(fencing.DuplicateSequence) as info:
+            q.send_batch([b"a"], partition=0)
+        assert (info.value.reason, info.value.first_sequence) == ("older-than-window", 0)
+        assert offsets(q.send_batch([b"b"], partition=0)) == [1]
+        assert offsets(q.send_batch([b"c"], partition=0)) == [2]
+    assert [r.value for r in topic.reader(0, 0).read(max_records=10)] == [b"a", b"b", b"c"]
+    assert client.topic("wide", partitions=1).open().dedup_window == 5  # the default
+
+
+def test_a_window_of_a_thousand_answers_a_resend_900_batches_back(
+    client: fencing.Client, raw: redis.Redis
+) -> None:
+    topic = client.topic("deep", partitions=1, dedup_window=1000)
+    values = [b"v%d" % i for i in range(1000)]
+    with topic.producer(lease_ttl=LEASE_TTL) as p:
+        for i, value in enumerate(values[:99]):
+            assert offsets(p.send_batch([value], partition=0)) == [i]
+        saved = p.state
+        for i, value in enumerate(values[99:], start=99):
+            assert offsets(p.send_batch([value], partition=0)) == [i]
+    pk = topic.partition_keys(0)
+    with topic.producer(resume=saved, lease_ttl=LEASE_TTL) as q:
+        before = [raw.dump(k) for k in (pk.meta, pk.stream, pk.pids, pk.pid_expiry, pk.names)]
+        assert offsets(q.send_batch([values[99]], partition=0)) == [99]  # 900 batches back
+        assert offsets(q.send_batch([values[100]], partition=0)) == [100]
+        after = [raw.dump(k) for k in (pk.meta, pk.stream, pk.pids, pk.pid_expiry, pk.names)]
+        assert after == before
+    records = topic.reader(0, 0).read(max_records=2000)
+    assert [r.value for r in records] == values
+
+
+# -- the batch's identity is more than a 32-bit checksum -------------------------------------
+
+
+def _crc32_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        c = byte
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32_TABLE = _crc32_table()
+#: Each table entry's top byte is unique: it names the entry (the CRC run backwards).
+_CRC32_BY_TOP = {entry >> 24: index for index, entry in enumerate(_CRC32_TABLE)}
+
+
+def forge_crc32(prefix: bytes, target: int) -> bytes:
+    """``prefix`` followed by the 4 bytes that make its ``zlib.crc32`` equal ``target``."""
+    register = zlib.crc32(prefix) ^ 0xFFFFFFFF
+    wanted = target ^ 0xFFFFFFFF
+    indexes = []
+    for _ in range(4):  # backwards: which table entry each of the 4 steps must use
+        index = _CRC32_BY_TOP[wanted >> 24]
+        indexes.append(index)
+        wanted = ((wanted ^ _CRC32_TABLE[index]) << 8) & 0xFFFFFFFF
+    suffix = bytearray()
+    for index in reversed(indexes):  # forwards: the byte that selects that entry
+        suffix.append((register ^ index) & 0xFF)
+        register = (register >> 8) ^ _CRC32_TABLE[index]
+    return prefix + bytes(suffix)
+
+
+def test_other_records_with_the_same_crc32_are_refused_not_taken_for_a_duplicate(
+    h: Harness,
+) -> None:
+    original = b"transfer 100 EUR to account 42.."
+    forged = forge_crc32(b"transfer 999 EUR to acct 666", zlib.crc32(original))
+    # The forged record really collides: same length (so the same layout and part lengths
+    # around it) and the same CRC-32, from any starting value.
+    assert len(forged) == len(original) and forged != original
+    assert zlib.crc32(forged) == zlib.crc32(original)
+    assert zlib.crc32(forged, 0x1234ABCD) == zlib.crc32(original, 0x1234ABCD)
+    h.p.open()
+    saved = h.p.state
+    assert offsets(h.p.send_batch([original], partition=0)) == [0]
+    q = _resumed(h, saved)
+    try:
+        answer = _send_or_refusal(h, q, [forged])
+    finally:
+        q.close()
+    assert answer == ("other-records", 0, 0)
+    assert h.values() == [original]
+
+
+def test_a_state_saved_before_the_first_send_cannot_resume_once_its_state_is_gone(
+    client: fencing.Client, raw: redis.Redis
+) -> None:
+    """A job saves its state before its first send (sequence 0), writes, crashes, and comes
+    back after its state expired and a cleanup dropped it: the PID's fence shows it wrote
+    there, so resume= is UnknownProducerId before anything is written, never a fresh start
+    that writes the same records again."""
+    topic = client.topic("gone", partitions=1, producer_state_ttl=1.0)
+    pk = topic.partition_keys(0)
+    p = topic.producer(lease_ttl=LEASE_TTL)
+    saved = p.state  # before the first send
+    p.send_batch([b"a", b"b"], partition=0)
+    p.send_batch([b"c"], partition=0)
+    p.close()
+    wait_server_past(raw, server_ms(raw) + 1000)
+    with topic.producer(lease_ttl=LEASE_TTL) as other:  # a registration drops expired states
+        other.send_batch([b"x"], partition=0)
+    assert raw.hget(pk.pids, str(saved.producer_id)) is None
+    with pytest.raises(fencing.UnknownProducerId, match="resume") as info:
+        topic.producer(resume=saved, lease_ttl=LEASE_TTL)
+    assert info.value.reason == "resume-expired"
+    records = topic.reader(0, 0).read(max_records=100)
+    assert [r.value for r in records] == [b"a", b"b", b"c", b"x"]

@@ -21,6 +21,8 @@ calls on the same connections pass untouched.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 import redis
@@ -36,9 +38,10 @@ from fencing.lua_loader import script
 from fencing.protocol.producer import decode_pid_state
 from fencing.protocol.topic import Sequenced
 
-from .helpers import wait_until
+from .helpers import server_ms, wait_server_past, wait_until
 
 TOPIC = "out"
+T = TypeVar("T")
 #: The append script as it appears on the wire: its SHA1 follows EVALSHA.
 APPEND = script("append").sha1.encode()
 #: Short leases: each socket step times out after ttl/8; attempts start within ttl/3.
@@ -94,7 +97,8 @@ def window(raw: redis.Redis, pk: PartitionKeys, pid: int) -> list[list[object]]:
     """The PID's duplicate window on the partition: [first_seq, last_seq, checksum, offset]."""
     state = raw.hget(pk.pids, str(pid))
     assert state is not None
-    return [list(batch) for batch in decode_pid_state(state).window]
+    slots = raw.hgetall(pk.window)
+    return [list(batch) for batch in decode_pid_state(state, slots, pid=pid).window]
 
 
 @pytest.mark.parametrize("close", [True, False], ids=["reset", "timeout"])
@@ -108,16 +112,17 @@ def test_lost_reply_is_retried_with_the_same_sequence(
         with proxy.observe(APPEND) as seen, proxy.drop_replies(APPEND, close=close) as lost:
             mds = p.send_batch([b"a", b"b", b"c"], partition=0)
         # The first attempt ran and lost its reply; exactly one retry answered, and it was
-        # the very same request: same PID, generation and first sequence (fields 8, 4 and
-        # 5 of the header, ARGV 2) and checksum (ARGV 5). ARGV[i] is argument 8 + i after
-        # EVALSHA, sha, numkeys, 6 keys.
+        # the very same request: same PID, generation and first sequence (fields 9, 4 and
+        # 5 of the header, ARGV 2) and digest (ARGV 5); still fresh (field 6), as it came
+        # far sooner than half the state's expiry. ARGV[i] is argument 9 + i after EVALSHA,
+        # sha, numkeys, 7 keys.
         assert (lost.hits, seen.hits) == (1, 2)
         first, retry = (evalsha_args(chunk) for chunk in seen.captured)
         assert first == retry
-        header = first[8 + 2].split(b" ")
-        assert [header[i - 1] for i in (8, 4, 5)] == [b"%d" % p.producer_id, b"0", b"1"]
+        header = first[9 + 2].split(b" ")
+        assert [header[i - 1] for i in (9, 4, 5, 6)] == [b"%d" % p.producer_id, b"0", b"1", b"1"]
         batch = [fencing.Record(v) for v in (b"a", b"b", b"c")]
-        assert first[8 + 5] == protocol.topic.checksum(batch).encode()
+        assert first[9 + 5] == protocol.topic.checksum(batch).encode()
         assert proxy.dropped_reply_bytes > 0
         assert mds == metadata(p, 1, 3)
         assert_log(raw, pk, [b"w0", b"a", b"b", b"c"], p.producer_id)
@@ -306,13 +311,18 @@ def _assert_old_copy_fenced(
 def test_a_pending_batch_whose_state_expired_is_an_unknown_producer(
     pclient: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """G5: UnknownProducerId when a batch is pending and the PID's state is gone."""
-    topic = pclient.topic(TOPIC, partitions=1)
+    """G5: UnknownProducerId when a batch is pending and the PID's state is gone: pending
+    for half the expiry or more, a batch may have landed and its state expired since (one
+    pending for less cannot have: its state would still be there)."""
+    topic = pclient.topic(TOPIC, partitions=1, producer_state_ttl=1.0)
     pk = topic.partition_keys(0)
     with topic.producer(lease_ttl=SHORT_TTL) as p:
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
         with proxy.drop_replies(APPEND, count=None):
             _exhaust(p, [b"a"])
+        pending = p._standing[0].pending
+        assert pending is not None
+        wait_until(lambda: time.monotonic() - pending.sent_at >= 0.5)
         assert raw.hdel(pk.pids, str(p.producer_id)) == 1
         raw.zrem(pk.pid_expiry, str(p.producer_id))
         before = [raw.dump(k) for k in (pk.meta, pk.stream, pk.pids, pk.pid_expiry)]
@@ -379,3 +389,196 @@ def test_requests_that_never_left_are_unavailable_not_unknown(
         assert p._standing[0].generation == generation  # nothing to fence
         assert p.last_resolution is None
         assert_log(raw, pk, [b"w0", b"a"], p.producer_id)
+
+
+# -- a resend after the producer state expired during the retries ---------------------------
+
+#: The topic's producer-state expiry in these tests (the shortest allowed, seconds).
+QUICK_EXPIRY = 1.0
+#: Lease of the producers below: each socket step then times out after ttl/8 = 1.25 s
+#: (pclient's cap is 2 s), longer than QUICK_EXPIRY, so a resend on a silent connection
+#: reaches the server after the state written by the first attempt has expired.
+EXPIRY_LEASE = 10.0
+#: Rounds per test: each one a topic of its own.
+EXPIRY_ROUNDS = 3
+
+
+def _outcome(call: Callable[[], T]) -> T | fencing.FencingError:
+    """What ``call`` returned, or the FencingError it raised."""
+    try:
+        return call()
+    except fencing.FencingError as exc:
+        return exc
+
+
+def _lost_reply_after_expiry(
+    topic: fencing.Topic, p: Producer, raw: redis.Redis, proxy: Proxy, before: list[bytes]
+) -> None:
+    """Send ``b`` on partition 0 with its reply lost on a silent connection (the append
+    lands, the library resends after its socket timeout, past the state's expiry), then
+    settle it and send ``c``: ``b`` is in the log once, and no offset is handed out twice."""
+    pk = topic.partition_keys(0)
+    assert p._budget.timeout > QUICK_EXPIRY  # the resend comes after the expiry
+    first = len(before)
+    pid = p.producer_id
+    with proxy.drop_replies(APPEND, count=1, close=False) as lost:
+        sent = _outcome(lambda: offsets(p.send_batch([b"b"], partition=0)))
+    assert lost.hits == 1
+    assert log_values(raw, pk) == [(i, v, p.producer_id) for i, v in enumerate([*before, b"b"])], (
+        f"the send answered {sent!r}"
+    )
+    assert sent == [first] or isinstance(sent, fencing.OutcomeUnknown), sent
+    resolved = _outcome(lambda: p.resolve(0))
+    if isinstance(sent, list):
+        assert resolved is None  # nothing pending: the send told where b is
+    else:
+        assert isinstance(resolved, list), resolved
+        assert offsets(resolved) == [first]
+    assert offsets(p.send_batch([b"c"], partition=0)) == [first + 1]
+    # (c may go under a fresh PID: a plain producer idle past its state's expiry takes one.)
+    assert log_values(raw, pk) == [
+        *[(i, v, pid) for i, v in enumerate([*before, b"b"])],
+        (first + 1, b"c", p.producer_id),
+    ]
+    assert int(raw.hget(pk.meta, "next")) == first + 2  # type: ignore[arg-type]
+
+
+def test_a_named_producer_resending_after_its_state_expired_never_appends_twice(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis
+) -> None:
+    for round_ in range(EXPIRY_ROUNDS):
+        topic = pclient.topic(f"named{round_}", partitions=1, producer_state_ttl=QUICK_EXPIRY)
+        with topic.producer(name="copy-job", lease_ttl=EXPIRY_LEASE) as p:
+            assert offsets(p.send_batch([b"a"], partition=0)) == [0]
+            _lost_reply_after_expiry(topic, p, raw, proxy, [b"a"])
+
+
+def test_a_resumed_producer_resending_after_its_state_expired_never_appends_twice(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis
+) -> None:
+    for round_ in range(EXPIRY_ROUNDS):
+        topic = pclient.topic(f"resumed{round_}", partitions=1, producer_state_ttl=QUICK_EXPIRY)
+        with topic.producer(lease_ttl=EXPIRY_LEASE) as first:
+            assert offsets(first.send_batch([b"a"], partition=0)) == [0]
+            saved = first.state
+        with topic.producer(resume=saved, lease_ttl=EXPIRY_LEASE) as p:
+            assert p.producer_id == saved.producer_id
+            _lost_reply_after_expiry(topic, p, raw, proxy, [b"a"])
+
+
+def test_a_first_batch_resent_after_its_state_expired_is_never_appended_twice(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis
+) -> None:
+    for round_ in range(EXPIRY_ROUNDS):
+        topic = pclient.topic(f"first{round_}", partitions=1, producer_state_ttl=QUICK_EXPIRY)
+        with topic.producer(lease_ttl=EXPIRY_LEASE) as p:
+            p.open()
+            _lost_reply_after_expiry(topic, p, raw, proxy, [])
+
+
+# -- which resends may start a PID's state afresh -------------------------------------------
+
+
+def _values(raw: redis.Redis, pk: PartitionKeys) -> list[bytes]:
+    return [v for _, v, _ in log_values(raw, pk)]
+
+
+def _expire_and_drop(client: fencing.Client, raw: redis.Redis, topic: fencing.Topic) -> None:
+    """Wait out the topic's state expiry by server time, then let a new producer register
+    (a registration drops expired states): every earlier producer's state is gone."""
+    wait_server_past(raw, server_ms(raw) + round(topic.producer_state_ttl * 1000))
+    with client.topic(topic.name).producer(lease_ttl=LEASE_TTL) as other:
+        other.send_batch([b"x"], partition=0)
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["plain", "named"])
+def test_a_first_send_whose_connection_was_refused_once_lands_once(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis, named: bool
+) -> None:
+    """A first attempt that never reached the server leaves the resend fresh: a new PID's
+    first batch lands (it is not taken for a resend whose state expired)."""
+    topic = pclient.topic(TOPIC, partitions=1)
+    pk = topic.partition_keys(0)
+    options = {"name": "job"} if named else {}
+    with topic.producer(lease_ttl=LEASE_TTL, **options) as p:  # type: ignore[arg-type]
+        with proxy.refuse_connections(count=1) as refused:
+            proxy.sever()
+            mds = p.send_batch([b"a"], partition=0)
+        assert refused.hits == 1
+        assert offsets(mds) == [0]
+        assert_log(raw, pk, [b"a"], p.producer_id)
+
+
+def test_a_first_send_after_an_idle_expiry_whose_connection_was_refused_lands_once(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis
+) -> None:
+    """The same after the state expired while idle: the producer still takes a fresh PID
+    and the batch lands once."""
+    topic = pclient.topic(TOPIC, partitions=1, producer_state_ttl=1.0)
+    pk = topic.partition_keys(0)
+    with topic.producer(lease_ttl=LEASE_TTL) as p:
+        p.send_batch([b"a"], partition=0)
+        _expire_and_drop(pclient, raw, topic)
+        with proxy.refuse_connections(count=1) as refused:
+            proxy.sever()
+            assert offsets(p.send_batch([b"b"], partition=0)) == [2]
+        assert refused.hits == 1
+        assert _values(raw, pk) == [b"a", b"x", b"b"]
+
+
+@pytest.mark.parametrize("window", [1, 5])
+def test_a_lost_reply_on_a_resend_older_than_the_window_never_writes_the_job_twice(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis, window: int
+) -> None:
+    """A resumed job's resend older than the window, its reply lost: the retry's refusal
+    proves no attempt landed (one that had would be answered from the window), so the job
+    is told older-than-window, not OutcomeUnknown, and goes on exactly once."""
+    topic = pclient.topic(TOPIC, partitions=1, dedup_window=window)
+    pk = topic.partition_keys(0)
+    inputs = [b"r%02d" % i for i in range(window + 6)]
+    with topic.producer(lease_ttl=LEASE_TTL) as p:
+        saved = p.state  # saved before the first send; the job then crashed later
+        for value in inputs[: window + 2]:
+            p.send_batch([value], partition=0)
+    answers: list[object] = []
+    with topic.producer(resume=saved, lease_ttl=LEASE_TTL) as q:
+        with proxy.drop_replies(APPEND, count=1) as lost:
+            answers.append(_outcome(lambda: offsets(q.send_batch([inputs[0]], partition=0))))
+        assert lost.hits == 1
+        for value in inputs[1:]:
+            answers.append(_outcome(lambda v=value: offsets(q.send_batch([v], partition=0))))
+        assert q.resolve(0) is None  # nothing pending
+    reasons = [a.reason if isinstance(a, fencing.DuplicateSequence) else a for a in answers]
+    assert reasons == [
+        *["older-than-window"] * 2,
+        *[[i] for i in range(2, window + 2)],  # in the window: the original offsets
+        *[[i] for i in range(window + 2, window + 6)],  # new records
+    ]
+    assert _values(raw, pk) == inputs
+
+
+def test_a_resend_whose_state_expired_and_was_dropped_is_unknown_never_written_twice(
+    pclient: fencing.Client, proxy: Proxy, raw: redis.Redis
+) -> None:
+    """A resumed job pauses past its state's expiry, a cleanup drops the state, and its
+    first resend loses its reply: that batch may have landed long before it went pending,
+    so its age proves nothing. It is UnknownProducerId (check the log), never "did not
+    land" (which would write the job's records again)."""
+    topic = pclient.topic(TOPIC, partitions=1, producer_state_ttl=1.0)
+    pk = topic.partition_keys(0)
+    with topic.producer(lease_ttl=LEASE_TTL) as p:
+        saved = p.state
+        for value in (b"r0", b"r1", b"r2"):
+            p.send_batch([value], partition=0)
+    with topic.producer(resume=saved, lease_ttl=LEASE_TTL) as q:
+        _expire_and_drop(pclient, raw, topic)
+        assert raw.hget(pk.pids, str(q.producer_id)) is None
+        with proxy.drop_replies(APPEND, count=1) as lost:
+            sent = _outcome(lambda: q.send_batch([b"r0"], partition=0))
+        assert lost.hits == 1
+        assert isinstance(sent, fencing.OutcomeUnknown), sent
+        with pytest.raises(fencing.UnknownProducerId, match="cannot be known"):
+            q.resolve(0)
+        with pytest.raises(fencing.UnknownProducerId):
+            q.send_batch([b"r1"], partition=0)
+    assert _values(raw, pk) == [b"r0", b"r1", b"r2", b"x"]

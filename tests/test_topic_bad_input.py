@@ -163,3 +163,40 @@ def test_metadata_key_of_another_type(client: Client, raw: redis.Redis, namespac
     with pytest.raises(fencing.WrongKeyType):
         client.topic("orders", partitions=1).open()
     assert keys_snapshot(raw, namespace) == before
+
+
+@pytest.mark.parametrize("bad", [0, -1, 10_001, 10**30, True, False, 5.0, "5", b"5"], ids=repr)
+def test_bad_dedup_window_is_refused_before_any_write(
+    client: Client, raw: redis.Redis, namespace: str, bad: object
+) -> None:
+    with pytest.raises(fencing.InvalidArgument) as info:
+        client.topic("t", partitions=1, dedup_window=bad).open()  # type: ignore[arg-type]
+    assert "dedup_window" in str(info.value)
+    if not isinstance(bad, int) or isinstance(bad, bool):
+        assert isinstance(info.value, TypeError)
+    assert keys_snapshot(raw, namespace) == {}
+
+
+def test_dedup_window_bounds_are_accepted(client: Client) -> None:
+    assert client.topic("one", partitions=1, dedup_window=1).open().dedup_window == 1
+    assert client.topic("most", partitions=1, dedup_window=10_000).open().dedup_window == 10_000
+    assert client.topic("default", partitions=1).open().dedup_window == 5
+
+
+def test_dedup_window_is_fixed_when_the_topic_is_created(
+    client: Client, raw: redis.Redis, namespace: str
+) -> None:
+    assert client.topic("orders", partitions=2, dedup_window=10).open().dedup_window == 10
+    before = keys_snapshot(raw, namespace)
+    for other in (20, 5, 1):
+        with pytest.raises(fencing.InvalidArgument) as info:
+            client.topic("orders", partitions=2, dedup_window=other).open()
+        assert "dedup_window" in str(info.value)
+        with pytest.raises(fencing.InvalidArgument):
+            client.topic("orders", dedup_window=other).open()
+    assert keys_snapshot(raw, namespace) == before
+    # Without the argument, the stored window is taken; the same value is accepted too.
+    assert client.topic("orders").open().dedup_window == 10
+    assert client.topic("orders", partitions=2).open().dedup_window == 10
+    assert client.topic("orders", dedup_window=10).open().dedup_window == 10
+    assert keys_snapshot(raw, namespace) == before

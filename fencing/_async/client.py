@@ -238,11 +238,12 @@ class Client:
         max_batch_records: int = DEFAULT_LIMITS.max_batch_records,
         max_batch_bytes: int = DEFAULT_LIMITS.max_batch_bytes,
         producer_state_ttl: float | None = None,
+        dedup_window: int | None = None,
     ) -> Topic:
         """A topic (created with ``partitions`` partitions on first use). No I/O happens here.
 
-        ``producer_state_ttl`` (seconds) is fixed when the topic is created: see
-        :class:`~fencing.Topic`.
+        ``producer_state_ttl`` (seconds) and ``dedup_window`` (batches, default 5) are fixed
+        when the topic is created: see :class:`~fencing.Topic`.
 
         >>> topic = client.topic("orders", partitions=4)
         >>> producer = await topic.producer()                           # doctest: +SKIP
@@ -258,6 +259,7 @@ class Client:
             max_batch_records=max_batch_records,
             max_batch_bytes=max_batch_bytes,
             producer_state_ttl=producer_state_ttl,
+            dedup_window=dedup_window,
         )
 
     # -- internals used by handles ----------------------------------------------------------

@@ -232,7 +232,12 @@ class Driver:
         return conn.pack_command(*command)
 
     async def execute_once(
-        self, call: ScriptCall[T], durability: Durability | None = None, *, resent: bool = False
+        self,
+        call: ScriptCall[T],
+        durability: Durability | None = None,
+        *,
+        resent: bool = False,
+        arrived: bool = False,
     ) -> T:
         """One attempt: run the script, parse the reply or raise the typed error; with a
         ``durability`` that waits, raise NotEnoughReplicas when the wait fell short.
@@ -241,11 +246,13 @@ class Driver:
         writes of the connection the wait runs on, and the write may have been made by the
         earlier attempt on another one (the resend then finds it and writes nothing). Such
         a call that succeeded is NotEnoughReplicas (an OutcomeUnknown): a producer's next
-        send settles it, and that send's own wait covers it."""
+        send settles it, and that send's own wait covers it. Once an earlier attempt may
+        have ``arrived``, the call's ``resent_args`` are sent."""
         mark = runtime.cancel_mark()
         wait = None if durability is None else durability.command
         try:
-            reply = await self._evalsha(call.script, call.keys, call.args, wait)
+            args = call.resent_args if arrived and call.resent_args is not None else call.args
+            reply = await self._evalsha(call.script, call.keys, args, wait)
             runtime.check_cancel(mark)
         except redis.exceptions.ResponseError as exc:
             error = parse_error_reply(str(exc))
@@ -335,12 +342,21 @@ class Driver:
             async for attempt in budget.retrying_async(spent=spent, attempts_made=1):
                 with attempt:
                     try:
-                        return await self.execute_once(call, durability, resent=True)
+                        arrived = maybe_applied and (
+                            time.monotonic() - started >= call.resent_after
+                        )
+                        return await self.execute_once(
+                            call, durability, resent=True, arrived=arrived
+                        )
                     except TRANSIENT_ERRORS as exc:
                         maybe_applied = may_have_arrived(call, exc) or maybe_applied
                         raise
                     except FencingError as refusal:
-                        if call.ambiguous_after_retry and maybe_applied:
+                        if (
+                            call.ambiguous_after_retry
+                            and maybe_applied
+                            and not isinstance(refusal, call.unapplied_refusals)
+                        ):
                             # An earlier attempt may have been applied before this refusal
                             # (say: the append landed, its reply was lost, then another
                             # producer took over). Telling "fenced" would hide a write.

@@ -18,7 +18,7 @@ from ..errors import InvalidArgument, StateLost
 from ..keys import PartitionKeys, slot_of, validate_name
 from ..modes import AccessMode
 from ..partitioner import partition_for_key
-from ..protocol.topic import PartitionInfo, TopicInfo
+from ..protocol.topic import DEFAULT_DEDUP_WINDOW, MAX_DEDUP_WINDOW, PartitionInfo, TopicInfo
 from ..record import DEFAULT_LIMITS, Limits
 from ..runtime.tasks import primitives as runtime
 from ..state import ProducerState
@@ -53,7 +53,12 @@ class Topic:
     producer's state is kept; it is fixed when the topic is created, for every producer of
     every client: opening the topic with another explicit value raises
     :class:`~fencing.InvalidArgument`, and a client configured otherwise is told in the log
-    that its setting does not apply. ``max_len`` keeps at most that many records per
+    that its setting does not apply. ``dedup_window`` (batches, default 5, up to 10,000) is
+    how many of each idempotent producer's last batches per partition a resend is answered
+    from with its original offsets; also fixed at creation (another explicit value for an
+    existing topic raises :class:`~fencing.InvalidArgument`). A resend older than the window
+    is refused with :class:`~fencing.DuplicateSequence` (``reason="older-than-window"``),
+    writing nothing. ``max_len`` keeps at most that many records per
     partition (older ones are trimmed on append; offsets never change). ``max_record_bytes``,
     ``max_batch_records`` and ``max_batch_bytes`` bound what one send may carry.
     """
@@ -69,6 +74,7 @@ class Topic:
         max_batch_records: int = DEFAULT_LIMITS.max_batch_records,
         max_batch_bytes: int = DEFAULT_LIMITS.max_batch_bytes,
         producer_state_ttl: float | None = None,
+        dedup_window: int | None = None,
     ) -> None:
         self._client = client
         self.name = validate_name("topic", name)
@@ -83,6 +89,15 @@ class Topic:
         self._state_ttl_requested = (
             None if producer_state_ttl is None else validate_state_ttl(producer_state_ttl)
         )
+        if dedup_window is not None:
+            check_int("dedup_window", dedup_window, minimum=1)
+            if dedup_window > MAX_DEDUP_WINDOW:
+                raise InvalidArgument(
+                    f"dedup_window={dedup_window} is over the limit of {MAX_DEDUP_WINDOW} "
+                    "batches: a window that large costs every producer "
+                    "that much memory per partition"
+                )
+        self._window_requested = dedup_window
         self.limits = Limits(max_record_bytes, max_batch_records, max_batch_bytes)
         self._meta_key = client.keys.topic_meta(self.name)
         self._budget = client._budget_default()
@@ -128,10 +143,17 @@ class Topic:
                 new_incarnation=secrets.token_hex(8),
                 seen="",
                 pid_expiry_ms=round(configured * 1000),
+                dedup_window=self._window_requested or DEFAULT_DEDUP_WINDOW,
             ),
             self._budget,
         )
         self._check_state_ttl(info.pid_expiry_ms, configured, explicit=wanted is not None)
+        if self._window_requested not in (None, info.dedup_window):
+            raise InvalidArgument(
+                f"topic {self.name!r} keeps a duplicate window of {info.dedup_window} batches, "
+                f"fixed when it was created; dedup_window={self._window_requested} cannot change "
+                "it for the producers of other clients: omit dedup_window, or use another topic"
+            )
         parts = [client.keys.partition(self.name, p) for p in range(info.partitions)]
         incs = [""] * info.partitions
         nexts = [0] * info.partitions
@@ -146,6 +168,7 @@ class Topic:
                     seen="",
                     max_len=self._max_len,
                     pid_expiry_ms=info.pid_expiry_ms,
+                    dedup_window=info.dedup_window,
                 ),
                 self._budget,
             )
@@ -187,6 +210,14 @@ class Topic:
         runtime.require_open(self)
         assert self._info is not None
         return self._info.pid_expiry_ms / 1000.0
+
+    @property
+    def dedup_window(self) -> int:
+        """How many of an idempotent producer's last batches per partition a resend is
+        answered from (fixed at creation; the topic must be open)."""
+        runtime.require_open(self)
+        assert self._info is not None
+        return self._info.dedup_window
 
     @property
     def partitions(self) -> int:

@@ -39,6 +39,7 @@ from .. import coalesce, protocol
 from ..coalesce import Entry
 from ..durability import Durability
 from ..errors import (
+    DuplicateSequence,
     FencingError,
     InvalidArgument,
     InvalidArgumentType,
@@ -70,6 +71,9 @@ T = TypeVar("T")
 #: Calls a sender makes for others once its own records are answered, before it lets the
 #: partition's lock go and wakes the next queued caller to go on (bounds its latency).
 _SERVE_AFTER_OWN = 8
+#: DuplicateSequence reasons for sequences that were written before: the producer goes on
+#: after them (a batch that straddles the last written sequence is refused, not skipped).
+_WRITTEN_BEFORE = frozenset({"older-than-window", "other-records"})
 #: How long a queued send sleeps before it looks at the lock again on its own.
 _RECHECK_SECONDS = 0.5
 #: How long a sender waits for the callers it answered to run (threads: see
@@ -82,6 +86,7 @@ class _Standing:
 
     __slots__ = (
         "errors",
+        "floor",
         "generation",
         "guard",
         "left",
@@ -95,13 +100,26 @@ class _Standing:
         "writer",
     )
 
-    def __init__(self, pk: PartitionKeys, writer: Writer, pid: int, generation: int, seq: int):
+    def __init__(
+        self,
+        pk: PartitionKeys,
+        writer: Writer,
+        pid: int,
+        generation: int,
+        seq: int,
+        *,
+        floor: int = 0,
+    ):
         self.pk = pk
         self.writer = writer
         self.lock = runtime.io_lock()
         self.pid = pid
         self.generation = generation
         self.next_sequence = seq
+        #: Sequences from here on were never sent by an older incarnation of this PID: the
+        #: first attempt of a batch at or past it is fresh (may start the PID's state anew).
+        #: Below it a batch may be a resend (a resumed state behind the server's).
+        self.floor = floor
         self.pending: Pending | None = None
         #: Set once this producer left the partition (closed or gave up opening).
         self.left = False
@@ -267,20 +285,39 @@ class Producer(ProcessBound):
             topic.open()
             topic._client._check_durability(self.durability)
             if self.resume is not None:
+                self._check_history(self.resume)
                 topic._client._check_producer_id(self.resume.producer_id)
                 self._producer_id = self.resume.producer_id
             else:
                 self._producer_id = topic._client._allocate_producer_id()
+            ticket = None
+            if self.name is not None or self.resume is not None:
+                # One ticket for the whole topic orders this open against any other of the
+                # same name (or saved state) racing it over the partitions.
+                # (A saved state of a named producer is an open of that name: both take the
+                # name's tickets, or a resume racing an open of the name would go unordered.)
+                named = self.name if self.resume is None else self.name or self.resume.name
+                ticket = self._execute(
+                    protocol.producer.producer_ticket(
+                        topic._meta_key,
+                        topic.name,
+                        incarnation=topic.incarnation,
+                        name=named,
+                        pid=self._producer_id,
+                    )
+                )
+                if self.resume is None:
+                    self._producer_id = ticket.pid  # a name's racing first opens agree
             parts = [topic.partition_keys(p) for p in range(topic.partitions)]
             ordered = sorted(parts, key=lambda k: (slot_of(k.owner), k.partition))
             deadline = None if self.wait_timeout is None else time.monotonic() + self.wait_timeout
             try:
                 # A new incarnation (name or resume=) bumps the PID generation everywhere
                 # first, so the older one is fenced on every partition before we return.
-                ids = [self._incarnation(pk) for pk in ordered]
-                self._producer_id = ids[0][0]  # a known name keeps its PID
-                for pk, (pid, gen, seq) in zip(ordered, ids, strict=True):
-                    self._standing[pk.partition] = self._register(pk, deadline, pid, gen, seq)
+                ids = [self._incarnation(pk, ticket) for pk in ordered]
+                self._producer_id = ids[0].pid  # a known name keeps its PID
+                for pk, opened in zip(ordered, ids, strict=True):
+                    self._standing[pk.partition] = self._register(pk, deadline, opened)
                     if self._renewal is None:
                         self._renewal = topic._client._keeper.schedule(
                             self.lease_ttl / 3.0, self._renew_all
@@ -294,11 +331,35 @@ class Producer(ProcessBound):
             self._opened = True
         return self
 
-    def _incarnation(self, pk: PartitionKeys) -> tuple[int, int, int]:
-        """(pid, generation, next sequence) of this producer on a partition."""
+    def _check_history(self, resume: ProducerState) -> None:
+        """Refuse, before any write, a saved state of another store history (G9): one whose
+        partitions were recreated since it was saved (FLUSHALL, a restart without
+        persistence), where its PID may now be another producer's."""
+        topic = self.topic
+        if resume.topic != topic.name:
+            return  # (refused with its own message by the producer's argument checks)
+        for p, saved in sorted(resume.incarnations.items()):
+            if p >= topic.partitions:
+                continue
+            current = topic.incarnation_of(p)
+            if saved != current:
+                raise StateLost(
+                    f"the saved producer state was taken on partition {p} of topic "
+                    f"{topic.name!r} as it was before the store lost its data (incarnation "
+                    f"{saved}, now {current}): its producer id may belong to another producer "
+                    "now. Nothing was written and nobody was fenced; open a producer without "
+                    "resume= and restart the job from a position you can trust",
+                    reason="incarnation",
+                    key=topic.partition_keys(p).meta,
+                )
+
+    def _incarnation(
+        self, pk: PartitionKeys, ticket: protocol.producer.Ticket | None
+    ) -> protocol.producer.PidOpened:
+        """PID, generation, next sequence and floor of this producer on a partition."""
         assert self._producer_id is not None
         if self.name is None and self.resume is None:
-            return self._producer_id, 0, 0
+            return protocol.producer.PidOpened(self._producer_id, 0, 0, 0)
         resume = self.resume
         call = protocol.producer.pid_open(
             pk,
@@ -308,12 +369,12 @@ class Producer(ProcessBound):
             resume_next_sequence=None if resume is None else resume.next_sequence(pk.partition),
             session=self.session,
             incarnation=self.topic.incarnation_of(pk.partition),
+            ticket=ticket,
         )
-        opened = self._execute(call)
-        return opened.pid, opened.generation, opened.next_sequence
+        return self._execute(call)
 
     def _register(
-        self, pk: PartitionKeys, deadline: float | None, pid: int, generation: int, seq: int
+        self, pk: PartitionKeys, deadline: float | None, pid_opened: protocol.producer.PidOpened
     ) -> _Standing:
         mode = OPEN_MODES[self.access_mode.name]
         call = self._open_call(pk, mode, None)
@@ -330,14 +391,21 @@ class Producer(ProcessBound):
                     self._leave(pk, left_mode, epoch)
             raise
         writer = Writer(
-            producer_id=str(pid),
+            producer_id=str(pid_opened.pid),
             session=self.session,
             mode="s" if opened.status == "shared" else "x",
             epoch=opened.epoch,
             ttl_ms=self._ttl_ms,
             row_incarnation=opened.incarnation,
         )
-        return _Standing(pk, writer, pid, generation, seq)
+        return _Standing(
+            pk,
+            writer,
+            pid_opened.pid,
+            pid_opened.generation,
+            pid_opened.next_sequence,
+            floor=pid_opened.written_next,
+        )
 
     def _open_call(
         self, pk: PartitionKeys, mode: str, wgen: int | None, seen: str = ""
@@ -733,6 +801,8 @@ class Producer(ProcessBound):
         if standing.pending is not None:
             try:
                 self._resolve(standing)
+            except DuplicateSequence:
+                pass  # settled: the batch was a resend of sequences written before
             except FencingError as exc:
                 # Nothing queued was sent: each caller learns why (fenced, unreachable).
                 self._fail_queue(standing, exc)
@@ -764,6 +834,8 @@ class Producer(ProcessBound):
                 first_sequence=standing.next_sequence if idempotent else None,
                 checksum=None,
                 name=self.name or "",
+                fresh=standing.next_sequence >= standing.floor,
+                fresh_for=topic.producer_state_ttl / 2,
             )
             call = protocol.topic.append(
                 standing.pk,
@@ -781,7 +853,7 @@ class Producer(ProcessBound):
             try:
                 appended = self._execute(call, self.durability)
             except BaseException as exc:
-                if fresh_pid or not self._idle_expired(exc, sent_at):
+                if fresh_pid or not self._idle_expired(exc):
                     self._refused(standing, group, done, exc)
                     if not isinstance(exc, FencingError):
                         raise
@@ -833,6 +905,17 @@ class Producer(ProcessBound):
                     f"partition {p} (or call producer.resolve({p})): it either landed "
                     "once, or can never land",
                 )
+        elif (
+            isinstance(exc, DuplicateSequence)
+            and exc.reason in _WRITTEN_BEFORE
+            and done.sequenced is not None
+            and done.sequenced.first_sequence == standing.next_sequence
+            and done.batch is not None
+        ):
+            # Those sequences were written before (by these records or others): the caller
+            # is told, and the producer goes on after them instead of resending them for
+            # ever (a copy job resumed from an older state skips what the error names).
+            standing.next_sequence += done.batch.count
         error = exc if isinstance(exc, FencingError) else self._carried_unknown(p)
         coalesce.fail(group, error, self._give)
         if isinstance(exc, (ProducerFenced, StateLost)):
@@ -855,16 +938,11 @@ class Producer(ProcessBound):
             self._wake_answered(standing)  # (none left: woken as this call left)
             standing.to_wake = head
 
-    def _idle_expired(self, exc: BaseException, sent_at: float) -> bool:
+    @staticmethod
+    def _idle_expired(exc: BaseException) -> bool:
         """Whether a call was refused because this producer's state expired while it was
-        idle (nothing was written): UnknownProducerId ``idle``, also behind the
-        OutcomeUnknown of a resend after a lost reply, as long as the first attempt is too
-        recent for its own state to have expired since (it would have written that state:
-        the refusal proves it did not land)."""
-        if isinstance(exc, OutcomeUnknown) and time.monotonic() - sent_at < (
-            self.topic.producer_state_ttl / 2
-        ):
-            exc = exc.__cause__  # type: ignore[assignment]
+        idle (nothing was written): UnknownProducerId ``idle``, which only a fresh batch's
+        first attempt gets (a resend may have landed: it is settled by a resolve)."""
         return isinstance(exc, UnknownProducerId) and exc.reason == "idle"
 
     def _moves(self, standing: _Standing) -> bool:
@@ -903,7 +981,7 @@ class Producer(ProcessBound):
         standing.writer = writer
         # The PID last: until it is stored, a reader of ``state`` sees the retired one (so
         # reports this partition moved, at 0), and an interrupted move is made again.
-        standing.generation, standing.next_sequence = 0, 0
+        standing.generation, standing.next_sequence, standing.floor = 0, 0, 0
         standing.pid = pid
 
     def _interrupted(self, standing: _Standing, group: list[Entry], done: _Progress) -> None:
@@ -937,6 +1015,7 @@ class Producer(ProcessBound):
             sequenced.first_sequence,
             batch.checksum,
             done.sent_at or time.monotonic(),
+            sequenced.fresh,
         )
 
     def _carried_unknown(self, p: int) -> OutcomeUnknown:
@@ -1166,11 +1245,21 @@ class Producer(ProcessBound):
             session=self.session,
             incarnation=self.topic.incarnation_of(pk.partition),
             pending_ms=round((time.monotonic() - pending.sent_at) * 1000),
+            fresh=pending.fresh,
         )
         try:
             resolved = self._execute(call)
         except (ProducerFenced, StateLost) as exc:
             self._fence(exc)
+            raise
+        except DuplicateSequence as exc:
+            # Its sequences were written before, by other records or longer ago than the
+            # window: it did not land now, and the producer goes on as after that refusal.
+            standing.pending = None
+            self.last_resolution = (pk.partition, None)
+            if exc.reason in _WRITTEN_BEFORE:
+                end = pending.first_sequence + pending.records
+                standing.next_sequence = max(standing.next_sequence, end)
             raise
         standing.pending = None
         result: list[RecordMetadata] | None = None
@@ -1201,6 +1290,7 @@ class Producer(ProcessBound):
         else:
             standing.generation = resolved.generation
             standing.next_sequence = resolved.next_sequence
+            standing.floor = max(standing.floor, resolved.next_sequence)
         log.info(
             "redis-fencing: pending batch on %s partition %d %s",
             pk.topic,
@@ -1232,6 +1322,7 @@ class Producer(ProcessBound):
             name=self.name,
             generations={p: 0 if p in moved else s.generation for p, s in self._standing.items()},
             sequences={p: 0 if p in moved else s.next_sequence for p, s in self._standing.items()},
+            incarnations={p: self.topic.incarnation_of(p) for p in self._standing},
         )
 
     # -- internals ---------------------------------------------------------------------------

@@ -81,6 +81,15 @@ class ScriptCall(Generic[T]):
     #: deduplicate on): once a request may have reached the server, the driver never sends
     #: it again and raises OutcomeUnknown instead.
     resend_safe: bool = True
+    #: The arguments of every attempt after one that may have reached the server (None:
+    #: the same as the first), from ``resent_after`` seconds after the first was sent on
+    #: (before, the first attempt's arguments still hold).
+    resent_args: tuple[ScriptArg, ...] | None = None
+    resent_after: float = 0.0
+    #: Refusals that prove no earlier attempt was applied, even after a lost reply (an
+    #: append refused DuplicateSequence: had an earlier attempt landed, the resend would be
+    #: answered from the window as a duplicate).
+    unapplied_refusals: tuple[type[Exception], ...] = ()
 
     def __post_init__(self) -> None:
         self.script.check_keys(self.keys)

@@ -18,16 +18,18 @@ from ..keys import PartitionKeys
 from ..lua_loader import script
 from ..text import text
 from .base import ErrorReply, ScriptCall, generic_error
-from .topic import partition_errors
+from .topic import DEFAULT_DEDUP_WINDOW, partition_errors, topic_errors
 
 
 @dataclass(frozen=True, slots=True)
 class PidState:
     """An idempotent producer's state on one partition, as the scripts keep it.
 
-    ``window`` holds the last batches (at most 5), oldest first, as
-    ``(first_sequence, last_sequence, checksum, first_offset)``; ``owner`` is the session of
-    the producer object that owns the PID ("" in states written before owners were kept).
+    ``batches`` counts the batches its window recorded; ``window`` holds the last of them
+    (at most the topic's duplicate window), oldest first, as ``(first_sequence,
+    last_sequence, digest, first_offset)`` when the window's slots were given to
+    :func:`decode_pid_state`; ``owner`` is the session of the producer object that owns the
+    PID ("" in states written before owners were kept).
     """
 
     generation: int
@@ -35,24 +37,44 @@ class PidState:
     last_write_ms: int
     window: tuple[tuple[int, int, str, int], ...]
     owner: str = ""
+    batches: int = 0
 
 
-def decode_pid_state(raw: bytes | str) -> PidState:
-    """Parse a state as ``lua/include/idempotence.lua`` writes it:
-    ``"<g> <s> <t> <x> <owner>|<first> <last> <checksum> <offset>|..."`` (window newest
-    first; the owner is absent in older states).
+def decode_pid_state(
+    raw: bytes | str,
+    slots: dict[Any, Any] | None = None,
+    *,
+    pid: int | str | None = None,
+    size: int = DEFAULT_DEDUP_WINDOW,
+) -> PidState:
+    """Parse a state as ``lua/include/idempotence.lua`` writes it, ``"<g> <s> <t> <x>
+    <owner>;<batches>"`` (a state of an older version, ``"<g> <s> <t> <x> <owner>|..."``,
+    reads with an empty window), and its window from ``slots`` (the partition's window
+    hash, ``"<pid>:<slot>" -> "<first> <last> <digest> <offset>"``; ``pid`` says whose).
 
-    >>> decode_pid_state("2 9 1700000000000 1700000000000 ab12|8 9 0a1b2c3d 40|5 7 ffee0011 37")
+    >>> decode_pid_state("2 9 1700000000000 1700000000000 ab12;2",
+    ...                  {"7:0": "5 7 q83vEjRWeJq8 37", "7:1": "8 9 AAECAwQFBgcI 40"}, pid=7)
     PidState(generation=2, last_sequence=9, last_write_ms=1700000000000, window=((5, 7, \
-'ffee0011', 37), (8, 9, '0a1b2c3d', 40)), owner='ab12')
+'q83vEjRWeJq8', 37), (8, 9, 'AAECAwQFBgcI', 40)), owner='ab12', batches=2)
     """
-    head, *entries = text(raw).split("|")
+    state = text(raw)
+    if ";" in state:
+        head, count = state.rsplit(";", 1)
+        batches = int(count)
+    else:
+        head, batches = state.split("|", 1)[0], 0
     g, s, t, _x, *owner = head.split(" ")
     window = []
-    for entry in reversed(entries):
-        first, last, checksum, offset = entry.split(" ")
-        window.append((int(first), int(last), checksum, int(offset)))
-    return PidState(int(g), int(s), int(t), tuple(window), owner[0] if owner else "")
+    if slots and pid is not None:
+        found = {text(k): text(v) for k, v in slots.items()}
+        for k in range(max(0, batches - size), batches):
+            entry = found.get(f"{pid}:{k % size}")
+            if entry is not None:
+                first, last, digest, offset = entry.split(" ")
+                window.append((int(first), int(last), digest, int(offset)))
+    return PidState(
+        int(g), int(s), int(t), tuple(window), owner[0] if owner and owner[0] else "", batches
+    )
 
 
 #: The access modes as the producer_open script names them.
@@ -96,6 +118,8 @@ def producer_errors(pk: PartitionKeys) -> Any:
                 f"incarnation {current} (resume= or the same name) was opened since",
                 "name": f"it is incarnation {epoch} of its name, and incarnation {current} was "
                 "opened since",
+                "incarnation": f"it is open number {epoch} of its name (or saved state), and "
+                f"open number {current}, made at the same time, opened this partition first",
             }.get(
                 reply.fields["reason"],
                 f"it holds epoch {epoch} but epoch {current} was granted to another producer since",
@@ -129,14 +153,21 @@ def producer_errors(pk: PartitionKeys) -> Any:
             )
         if reply.code == "DUPLICATE_SEQUENCE":
             first, last = reply.int("first_seq"), reply.int("last_seq")
-            what = (
-                "was used by other records"
-                if reply.fields["reason"] == "other-records"
-                else "is older than the producer's last 5 batches"
+            what = {
+                "other-records": "was used by other records; nothing was written. The "
+                "records written under those sequences are in the log: the producer goes on "
+                "after them",
+                "straddles": "start at or below the last sequence written and end past it; "
+                "nothing was written. Resend with the batch boundaries used before (a resend "
+                "is answered only as the very batch it repeats)",
+            }.get(
+                reply.fields["reason"],
+                "were written before but are older than the topic's duplicate window, so "
+                "their offsets are not kept; nothing was written. They are in the log: skip "
+                "them, and the producer goes on with the records after them",
             )
             return DuplicateSequence(
-                f"{where}: producer {reply.fields['pid']} sequences {first}..{last} {what}; "
-                "nothing was written. Resend the same records, or resume from saved state",
+                f"{where}: producer {reply.fields['pid']} sequences {first}..{last} {what}",
                 pid=int(reply.fields["pid"]),
                 first_sequence=first,
                 last_sequence=last,
@@ -170,6 +201,8 @@ def producer_errors(pk: PartitionKeys) -> Any:
                 )
             what = {
                 "pending-expired": "so whether its pending batch landed cannot be known",
+                "expired": "and this batch may be a resend of one that landed before, so it "
+                "cannot start the state afresh",
                 "resume-expired": "so the saved state cannot be resumed (its window is gone)",
             }.get(
                 reason,
@@ -286,11 +319,13 @@ def producer_close(pk: PartitionKeys, *, session: str, mode: str, epoch: int) ->
 
 @dataclass(frozen=True, slots=True)
 class PidOpened:
-    """A pid_open reply: the PID to use, its new generation and the next sequence."""
+    """A pid_open reply: the PID to use, its new generation, the next sequence, and the one
+    after the last the server holds written (a batch below it may be a resend)."""
 
     pid: int
     generation: int
     next_sequence: int
+    written_next: int = 0
 
 
 def pid_open(
@@ -302,17 +337,19 @@ def pid_open(
     resume_next_sequence: int | None,
     session: str,
     incarnation: str,
+    ticket: Ticket | None = None,
 ) -> ScriptCall[PidOpened]:
     """Start a new incarnation of a named or resumed producer on one partition; ``session``
-    becomes the PID's owner there."""
+    becomes the PID's owner there. With a ``ticket`` (:func:`producer_ticket`), an opener
+    with a higher ticket that was here first makes this one ProducerFenced."""
 
     def parse(reply: list[Any]) -> PidOpened:
-        got_pid, gen, nxt = reply
-        return PidOpened(int(got_pid), int(gen), int(nxt))
+        got_pid, gen, nxt, written = reply
+        return PidOpened(int(got_pid), int(gen), int(nxt), int(written))
 
     return ScriptCall(
         script=script("pid_open"),
-        keys=(pk.pids, pk.pid_expiry, pk.names, pk.meta),
+        keys=(pk.pids, pk.pid_expiry, pk.names, pk.meta, pk.window),
         args=(
             pid,
             name or "",
@@ -320,9 +357,41 @@ def pid_open(
             "" if resume_next_sequence is None else resume_next_sequence,
             session,
             incarnation,
+            "" if ticket is None else ticket.key,
+            "" if ticket is None else ticket.number,
         ),
         parse=parse,
         error=producer_errors(pk),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """The order of an incarnation among the opens of one name or saved state: its ``key``
+    (``n:<name>`` or ``p:<pid>``), the PID agreed for it and its ``number``."""
+
+    key: str
+    pid: int
+    number: int
+
+
+def producer_ticket(
+    topic_key: str, topic: str, *, incarnation: str, name: str | None, pid: int
+) -> ScriptCall[Ticket]:
+    """Draw a new incarnation's ticket for the whole topic (a name's, else a resumed PID's):
+    on every partition, a higher ticket wins over a lower one whatever the order of opens."""
+    key = f"n:{name}" if name else f"p:{pid}"
+
+    def parse(reply: list[Any]) -> Ticket:
+        got_pid, number = reply
+        return Ticket(key, int(got_pid), int(number))
+
+    return ScriptCall(
+        script=script("producer_ticket"),
+        keys=(topic_key,),
+        args=(incarnation, key, pid),
+        parse=parse,
+        error=topic_errors(topic, topic_key),
     )
 
 
@@ -347,6 +416,7 @@ def resolve(
     session: str,
     incarnation: str,
     pending_ms: int,
+    fresh: bool = True,
 ) -> ScriptCall[Resolved]:
     """Settle a batch whose outcome is unknown: landed (offsets), or fenced off for good.
     Idempotent: a retry after a lost reply gets the first attempt's answer."""
@@ -357,7 +427,7 @@ def resolve(
 
     return ScriptCall(
         script=script("resolve"),
-        keys=(pk.pids, pk.pid_expiry, pk.meta, pk.names),
+        keys=(pk.pids, pk.pid_expiry, pk.meta, pk.names, pk.window),
         args=(
             pid,
             generation,
@@ -367,6 +437,7 @@ def resolve(
             session,
             incarnation,
             max(0, pending_ms),
+            1 if fresh else 0,
         ),
         parse=parse,
         error=producer_errors(pk),

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import zlib
+import base64
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import (
+    DuplicateSequence,
     FencingError,
     InvalidArgument,
     OffsetMismatch,
     OffsetOutOfRange,
+    OutOfOrderSequence,
     StateLost,
     UnknownTopic,
 )
@@ -24,6 +27,12 @@ from .base import Command, ErrorReply, ReadCall, ScriptArg, ScriptCall, generic_
 #: Producer state expiry of topics created before it was kept in their metadata (the Lua
 #: side's DEFAULT_PID_EXPIRY_MS): 7 days, like Kafka's producer.id.expiration.ms.
 DEFAULT_PID_EXPIRY_MS = 604_800_000
+#: Duplicate window (batches per producer and partition) of topics created before it was
+#: kept, and the default of new ones: Kafka's 5.
+DEFAULT_DEDUP_WINDOW = 5
+#: The largest duplicate window a topic may have (Redis 8.6's XADD IDMP keeps up to 10,000
+#: ids per producer).
+MAX_DEDUP_WINDOW = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +45,8 @@ class TopicInfo:
     created: bool
     #: Producer state expiry of the topic (ms), fixed when it was created.
     pid_expiry_ms: int = DEFAULT_PID_EXPIRY_MS
+    #: Duplicate window of the topic (batches), fixed when it was created.
+    dedup_window: int = DEFAULT_DEDUP_WINDOW
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +58,7 @@ class PartitionInfo:
     start_offset: int
     max_len: int = 0
     pid_expiry_ms: int = DEFAULT_PID_EXPIRY_MS
+    dedup_window: int = DEFAULT_DEDUP_WINDOW
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +82,21 @@ class Appended:
 class Sequenced:
     """A batch's producer identity: PID generation and name (checked for every producer),
     and for idempotent producers the first sequence (None for a producer that is not
-    idempotent). ``checksum`` None takes the encoded batch's own."""
+    idempotent). ``checksum`` None takes the encoded batch's own. ``fresh`` says the
+    producer knows no copy of the batch was ever sent (the first attempt of sequences past
+    all it saw written): only such a batch may start a PID's state afresh, and every resend
+    of the call goes without it."""
 
     pid_generation: int
     first_sequence: int | None
     checksum: str | None
     name: str
+    fresh: bool = True
+    #: How long after the first attempt a resend is still fresh: while a state that attempt
+    #: wrote, had it landed, could not have expired and been dropped yet (half the topic's
+    #: expiry), no state means it has not landed (yet: a late copy then finds the resend's
+    #: state and is answered as its duplicate). 0: no resend is fresh.
+    fresh_for: float = 0.0
 
 
 def _state_lost(where: str, key: str, reply: ErrorReply) -> StateLost:
@@ -118,7 +139,7 @@ def _state_lost(where: str, key: str, reply: ErrorReply) -> StateLost:
     )
 
 
-def _topic_errors(topic: str, key: str) -> Any:
+def topic_errors(topic: str, key: str) -> Any:
     def convert(reply: ErrorReply) -> FencingError:
         if reply.code == "UNKNOWN_TOPIC":
             return UnknownTopic(
@@ -186,19 +207,29 @@ def topic_open(
     new_incarnation: str,
     seen: str,
     pid_expiry_ms: int,
+    dedup_window: int = DEFAULT_DEDUP_WINDOW,
 ) -> ScriptCall[TopicInfo]:
-    """Open (and on first use create, with ``pid_expiry_ms``) a topic's metadata."""
+    """Open (and on first use create, with ``pid_expiry_ms`` and ``dedup_window``) a topic's
+    metadata."""
 
     def parse(reply: list[Any]) -> TopicInfo:
-        inc, n, ready, created, pidexp = reply
-        return TopicInfo(text(inc), int(n), int(ready) == 1, int(created) == 1, int(pidexp))
+        inc, n, ready, created, pidexp, window = reply
+        return TopicInfo(
+            text(inc), int(n), int(ready) == 1, int(created) == 1, int(pidexp), int(window)
+        )
 
     return ScriptCall(
         script=script("topic_open"),
         keys=(key,),
-        args=("" if partitions is None else partitions, new_incarnation, seen, pid_expiry_ms),
+        args=(
+            "" if partitions is None else partitions,
+            new_incarnation,
+            seen,
+            pid_expiry_ms,
+            dedup_window,
+        ),
         parse=parse,
-        error=_topic_errors(topic, key),
+        error=topic_errors(topic, key),
     )
 
 
@@ -209,7 +240,7 @@ def topic_ready(key: str, topic: str, incarnation: str) -> ScriptCall[bool]:
         keys=(key,),
         args=(incarnation,),
         parse=lambda reply: int(reply) == 1,
-        error=_topic_errors(topic, key),
+        error=topic_errors(topic, key),
     )
 
 
@@ -222,12 +253,15 @@ def partition_open(
     seen: str,
     max_len: int | None,
     pid_expiry_ms: int,
+    dedup_window: int = DEFAULT_DEDUP_WINDOW,
 ) -> ScriptCall[PartitionInfo]:
     """Open (and while the topic is being created, create) a partition's metadata."""
 
     def parse(reply: list[Any]) -> PartitionInfo:
-        inc, nxt, start, max_len, pidexp = reply
-        return PartitionInfo(text(inc), int(nxt), int(start), int(max_len), int(pidexp))
+        inc, nxt, start, max_len, pidexp, window = reply
+        return PartitionInfo(
+            text(inc), int(nxt), int(start), int(max_len), int(pidexp), int(window)
+        )
 
     return ScriptCall(
         script=script("partition_open"),
@@ -239,6 +273,7 @@ def partition_open(
             seen,
             "" if max_len is None else max_len,
             pid_expiry_ms,
+            dedup_window,
         ),
         parse=parse,
         error=partition_errors(pk),
@@ -273,8 +308,7 @@ def encode_batch(
 ) -> EncodedBatch:
     """Encode a batch in one pass, refusing it before any I/O if it is over ``limits``.
 
-    The checksum is a CRC-32 over the layout, every part's length, and the parts, so two
-    batches with the same bytes split differently never share one. ``checksum=False``
+    The checksum is the records' digest (:func:`batch_digest`). ``checksum=False``
     leaves it empty: a send queued for group commit gets the merged batch's
     (:func:`fencing.coalesce.merge_batches`).
     """
@@ -304,9 +338,18 @@ def encode_batch(
     shape_str = "".join(layout)
     if not checksum:
         return EncodedBatch(len(layout), shape_str, parts, "")
-    head = (shape_str + ":" + ",".join([str(len(part)) for part in parts])).encode()
-    crc = zlib.crc32(b"".join(parts), zlib.crc32(head))
-    return EncodedBatch(len(layout), shape_str, parts, f"{crc:08x}")
+    return EncodedBatch(len(layout), shape_str, parts, batch_digest(shape_str, parts))
+
+
+def batch_digest(layout: str, parts: Sequence[bytes]) -> str:
+    """The identity of a batch's records: a 96-bit BLAKE2b digest over the layout, every
+    part's length and the parts (so two batches with the same bytes split differently never
+    share one), as 16 URL-safe base64 characters. A changed resend matches it with odds of
+    2**-96, where a 32-bit checksum would be matched by forging four bytes."""
+    head = (layout + ":" + ",".join([str(len(part)) for part in parts]) + ":").encode()
+    digest = hashlib.blake2b(head, digest_size=12)
+    digest.update(b"".join(parts))
+    return base64.urlsafe_b64encode(digest.digest()).decode("ascii")
 
 
 def append(
@@ -326,18 +369,22 @@ def append(
         batch = encode_batch(batch, DEFAULT_LIMITS)
     crc = first = name = ""
     generation = 0
+    fresh = False
+    fresh_for = 0.0
     if sequenced is not None:
         generation, name = sequenced.pid_generation, sequenced.name
         if sequenced.first_sequence is not None:
             crc = sequenced.checksum or batch.checksum
             first = str(sequenced.first_sequence)
-    # The short arguments in one (see lua/append-6.lua): each argument costs the server more
+            fresh, fresh_for = sequenced.fresh, sequenced.fresh_for
+    # The short arguments in one (see lua/append-7.lua): each argument costs the server more
     # than the capture that splits it off. Integers and ids hold no space.
-    header = (
-        f"{seen_next} {writer.epoch} {writer.ttl_ms} {generation} {first} "
-        f"{'' if expected_offset is None else expected_offset} {writer.mode} "
+    head = f"{seen_next} {writer.epoch} {writer.ttl_ms} {generation} {first} "
+    tail = (
+        f" {'' if expected_offset is None else expected_offset} {writer.mode} "
         f"{writer.producer_id} {name}"
     )
+    header = head + ("1" if fresh else "0") + tail
     args: list[ScriptArg] = [
         incarnation,
         header,
@@ -347,10 +394,16 @@ def append(
         batch.layout,
     ]
     args.extend(batch.parts)
+    call_args = tuple(args)
     return ScriptCall(
         script=script("append"),
-        keys=(pk.meta, pk.stream, pk.owner, pk.pids, pk.pid_expiry, pk.names),
-        args=tuple(args),
+        keys=(pk.meta, pk.stream, pk.owner, pk.pids, pk.pid_expiry, pk.names, pk.window),
+        args=call_args,
+        # A resend may find the batch landed and its state expired since: never fresh.
+        resent_args=(call_args[0], head + "0" + tail, *call_args[2:]) if fresh else None,
+        resent_after=fresh_for,
+        # (Had an earlier attempt landed, the resend would be answered as its duplicate.)
+        unapplied_refusals=(DuplicateSequence, OutOfOrderSequence),
         parse=_appended,
         error=errors or partition_errors(pk),
         ambiguous_after_retry=True,

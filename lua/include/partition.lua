@@ -3,17 +3,20 @@
   Needs common.lua.
 
   Partition fields: inc (incarnation), topic_inc, next (next offset), start (first retained
-  offset), maxlen (0: unlimited), pidexp (producer state expiry in ms, copied from the topic
-  when the partition was created; absent in older partitions: 7 days). The stream entry of offset o has the ID 0-(o+1).
+  offset), maxlen (0: unlimited), pidexp (producer state expiry in ms) and dedupw (the
+  duplicate window of idempotent producers, in batches), both copied from the topic when the
+  partition was created (absent in older partitions: 7 days, 5 batches). The stream entry of
+  offset o has the ID 0-(o+1).
 ]]
 
 -- The G9 checks of every call on a partition but the stream's own (stream_lost): the
 -- metadata is there, of the incarnation the caller saw (seen_inc), and has not gone back
 -- below the highest next offset it saw (seen_next). Returns the fields as stored ({inc,
--- next, start, maxlen, pidexp}, false when absent) and the next offset; or nil and an
--- error reply.
+-- next, start, maxlen, pidexp, dedupw}, false when absent) and the next offset; or nil and
+-- an error reply.
 local function check_partition(meta, seen_inc, seen_next)
-  local v, bad = read_checked('HMGET', meta, 'inc', 'next', 'start', 'maxlen', 'pidexp')
+  local v, bad = read_checked('HMGET', meta, 'inc', 'next', 'start', 'maxlen', 'pidexp',
+    'dedupw')
   if bad then
     return nil, bad
   end
