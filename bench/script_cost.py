@@ -2,16 +2,19 @@
 
     .venv/bin/python -m bench.script_cost
 
-``lua/append-6.lua`` has a fast path for the common send and a general path behind it that
-runs whenever the fast path declines (see its header). Copies of the script cut short inside
-the fast path after each step run against the same arguments as the full script,
+``lua/append-7.lua`` has a fast path for the common send (``lua/include/append_fast.lua``)
+and a general path behind it that runs whenever the fast path declines (see its header).
+Copies of the fast path cut short after each step run against the same arguments as the
+full script,
 alternating, in one process; INFO commandstats gives the server's own microseconds per call.
 The difference between two cuts is what that step costs. Cut copies never write, so they are
 all sent the same sequence (the next one after the state's): each measures its accepting
 path. The producer is SHARED and idempotent (the default, as in ``bench.coalesce``); one
 more row sends the full script for an EXCLUSIVE holder (which also extends its lease on
-every send), and one sends the script without its fast path: what every send cost before
-the fast path, with the same arguments. The minimal check-and-write script of
+every send), one sends the script without its fast path: what every send cost before the
+fast path, with the same arguments, and one sends the full script on a topic whose duplicate
+window is 1,000 batches instead of 5 (the per-send work must not grow with the window). The
+minimal check-and-write script of
 ``bench.coalesce`` (the floor of any fenced append) runs alongside with its own two keys and
 arguments.
 """
@@ -36,26 +39,29 @@ FLOOR = "minimal check-and-write script (bench.coalesce)"
 FULL = "full script"
 EXCLUSIVE = "full script, EXCLUSIVE holder"
 GENERAL = "general path alone (the script before its fast path)"
+WIDE = "full script, duplicate window of 1000 batches"
 
 #: Where each cut copy of the script returns early: before these lines of its fast path.
 CUTS = {
     "fast path: arguments parsed": "  local v = try('HMGET', meta,",
     "fast path: partition checked": "    local w\n",
-    "fast path: producer checked": "      local pids, raw, g, s, tw, x, o, kept",
+    "fast path: producer checked": "      local pids, raw, g, s, tw, x, o, b",
     "fast path: PID checked": "        local stream, layout = KEYS[2], ARGV[6]",
 }
 
 
 def variants() -> dict[str, str]:
     """Every script to measure, by row name (the floor's added by the caller)."""
-    text = (lua_dir() / "append-6.lua").read_text()
-    out = {FULL: script("append").source, EXCLUSIVE: script("append").source}
+    fast_include = '--- @include "append_fast"\n'
+    text = (lua_dir() / "append-7.lua").read_text()
+    fast = (lua_dir() / "include" / "append_fast.lua").read_text()
+    full = script("append").source
+    out = {FULL: full, EXCLUSIVE: full, WIDE: full}
     for name, line in CUTS.items():
-        at = text.index(line)
-        cut = text[:at] + "do return '0 0 0 0 0' end\n" + text[at:]
-        out[name] = _build("append", 6, cut, lua_dir()).source
-    fast, general = text.index("-- [fast path]"), text.index("-- [general path]")
-    out[GENERAL] = _build("append", 6, text[:fast] + text[general:], lua_dir()).source
+        at = fast.index(line)
+        cut = fast[:at] + "do return '0 0 0 0 0' end\n" + fast[at:]
+        out[name] = _build("append", 7, cut, lua_dir()).source
+    out[GENERAL] = _build("append", 7, text.replace(fast_include, ""), lua_dir()).source
     out["no-op with the same arguments"] = "return '0 0 0 0 0'"
     return out
 
@@ -74,13 +80,13 @@ def main() -> None:
                 floor = SimpleNamespace(keys=("cost:{f}:meta", "cost:{f}:stream"), args=(1, VALUE))
                 calls[name] = lambda f=floor: f  # type: ignore[misc]
                 continue
-            topic = client.topic(f"t{i}", partitions=1)
+            topic = client.topic(f"t{i}", partitions=1, dedup_window=1000 if name == WIDE else 5)
             mode = AccessMode.EXCLUSIVE if name == EXCLUSIVE else AccessMode.SHARED
             producer = topic.producer(mode, lease_ttl=600)
             producer.send(b"x")
             standing = producer._standing[0]
             # The full script writes, so its sequence moves on; a cut copy never does.
-            writes = name in (FULL, EXCLUSIVE, GENERAL)
+            writes = name in (FULL, EXCLUSIVE, GENERAL, WIDE)
             counter: Iterator[int] = iter(range(1, 10**9)) if writes else itertools.repeat(1)
 
             def make(t=topic, st=standing, seq=counter) -> protocol.ScriptCall[object]:  # type: ignore[no-untyped-def]
