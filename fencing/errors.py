@@ -36,6 +36,12 @@ Every class is importable from :mod:`fencing`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .grant import Grant
+
 __all__ = [
     "CheckpointReset",
     "ConfigurationError",
@@ -141,14 +147,36 @@ class OwnershipConflict(_ResourceError):
 
 
 class StaleGeneration(_ResourceError):
-    """The stored generation is higher than the requested one; nothing changed."""
+    """The stored generation of ``resource`` is ``current``, above the ``requested`` one.
+
+    Raised by a claim, it also gives the claim's result per resource. ``refused`` maps
+    every resource refused as stale to its own StaleGeneration (this one, of the first in
+    hash-slot order, included). ``granted`` maps every resource the call was granted to its
+    :class:`~fencing.Grant`: the handle keeps those (they are in ``grants``), since a grant
+    with a generation already severed the holder and set the generation, which giving it
+    back would not undo. A claim checks every generation before it severs anyone, so
+    ``granted`` is empty unless another session raised a generation while the claim ran;
+    resources in neither map were left as they were.
+    """
 
     def __init__(
-        self, message: str, *, group: str, resource: str, current: int, requested: int
+        self,
+        message: str,
+        *,
+        group: str,
+        resource: str,
+        current: int,
+        requested: int,
+        granted: Mapping[str, Grant] | None = None,
+        refused: Mapping[str, FencingError] | None = None,
     ) -> None:
         super().__init__(message, group=group, resource=resource)
         self.current = current
         self.requested = requested
+        self.granted: dict[str, Grant] = dict(granted or {})
+        self.refused: dict[str, FencingError] = (
+            {resource: self} if refused is None else dict(refused)
+        )
 
 
 class Fenced(_ResourceError):

@@ -3,7 +3,8 @@
 Real processes (spawn) each claim the same resource with their own handle, many times, and
 write a shared record on the test server while they hold it; the record must show strictly
 nested, non-overlapping holds with tokens growing by exactly one. Threads racing a claim
-without waiting see exactly one winner per round, whatever label they share.
+without waiting see exactly one winner per round, whatever label they share. A claim with a
+generation that another session outbids while it runs keeps what it took and says so.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import pytest
 import redis
 
 import fencing
-from fencing import Client, Grant, OwnershipConflict
+from fencing import Client, Fenced, Grant, OwnershipConflict, StaleGeneration
+from fencing.keys import slot_of
 from fencing.text import text
 
 from .conftest import ServerInfo
@@ -64,8 +66,9 @@ def _hold_repeatedly(
         client = fencing.Client.from_url(url, namespace=namespace)
         raw = redis.Redis.from_url(url, socket_timeout=10)
         owner = client.ownership(GROUP, owner_id=f"proc-{index}", ttl=TTL)
-        if not start.wait(timeout=RACE_SECONDS):
-            raise AssertionError("the start signal never came")
+        # Every process is ready (spawned, imported, connected) before any claims: the race
+        # is real, not one process done before the next has started.
+        start.wait(timeout=RACE_SECONDS)
         deadline = time.monotonic() + RACE_SECONDS
         while report.holds < holds:
             left = deadline - time.monotonic()
@@ -109,7 +112,7 @@ def test_processes_never_hold_at_once(server: ServerInfo, namespace: str) -> Non
     ctx = multiprocessing.get_context("spawn")
     occupancy = ctx.Value("i", 0, lock=False)
     occupancy_lock = ctx.Lock()
-    start = ctx.Event()
+    start = ctx.Barrier(PROCESSES)
     reports = ctx.Queue()
     log_key = f"{namespace}:test:race-log"
     procs = [
@@ -132,7 +135,6 @@ def test_processes_never_hold_at_once(server: ServerInfo, namespace: str) -> Non
     for p in procs:
         p.start()
     try:
-        start.set()
         got: list[ChildReport] = []
         deadline = time.monotonic() + RACE_SECONDS + 20
         while len(got) < PROCESSES:
@@ -266,4 +268,84 @@ def test_threads_racing_claim_one_winner_per_round(client: Client) -> None:
             assert 0 < conflict.remaining <= TTL
             assert "wait=True" in str(conflict)
     for owner in owners:
+        owner.close()
+
+
+# -- a generation raised while a claim with a generation runs -------------------------------
+
+
+def _row(raw: redis.Redis, client: Client, resource: str) -> dict[str, str]:
+    data = raw.hgetall(client.keys.ownership(GROUP, resource))
+    return {text(k): text(v) for k, v in data.items()}
+
+
+@pytest.mark.parametrize(("other", "outbid"), [("ra", "rb"), ("rb", "ra")])
+def test_a_claim_outbid_after_its_generation_check_keeps_what_it_took(
+    client: Client, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch, other: str, outbid: str
+) -> None:
+    """X holds ``other`` at generation 3, Y holds ``outbid`` at 4. Z claims both at 5; right
+    after its generation check passed, W claims ``outbid`` at 10. A resource Z took before
+    meeting the refusal stays Z's (its holder was severed for good either way), and the
+    StaleGeneration says which resource went which way."""
+    assert slot_of(client.keys.ownership(GROUP, "ra")) < slot_of(client.keys.ownership(GROUP, "rb"))
+    x = client.ownership(GROUP, "host-x", ttl=TTL)
+    y = client.ownership(GROUP, "host-y", ttl=TTL)
+    w = client.ownership(GROUP, "host-w", ttl=TTL)
+    z = client.ownership(GROUP, "host-z", ttl=TTL)
+    x.claim(other, generation=3)
+    y.claim(outbid, generation=4)
+    real_claim_one = z._claim_one
+    raised: list[Grant] = []
+
+    def claim_one(target: Any, generation: int | None, **kwargs: Any) -> Grant:
+        # The first resource's claim: every generation check of the call is behind it.
+        if not raised:
+            raised.append(w.claim(outbid, generation=10)[outbid])
+        return real_claim_one(target, generation, **kwargs)
+
+    monkeypatch.setattr(z, "_claim_one", claim_one)
+    with pytest.raises(StaleGeneration) as info:
+        z.claim(["rb", "ra"], generation=5)
+    err = info.value
+    assert [(g.generation, g.token) for g in raised] == [(10, 2)]
+    assert (err.resource, err.current, err.requested) == (outbid, 10, 5)
+    stored = _row(raw, client, outbid)
+    assert (stored["session"], stored["label"], stored["gen"], stored["token"]) == (
+        w.session,
+        "host-w",
+        "10",
+        "2",
+    )
+    with pytest.raises(Fenced):
+        y.check(outbid)
+    stored = _row(raw, client, other)
+    if other == "ra":
+        # ra comes first in slot order: taken (severing X) before rb was refused; Z keeps it.
+        assert (stored["session"], stored["label"], stored["gen"], stored["token"]) == (
+            z.session,
+            "host-z",
+            "5",
+            "2",
+        )
+        grant = err.granted["ra"]
+        assert list(err.granted) == ["ra"]
+        assert (grant.resource, grant.generation, grant.token, grant.new) == ("ra", 5, 2, True)
+        assert z.grants == {"ra": grant}
+        checked = z.check("ra")
+        assert (checked.generation, checked.token) == (5, 2)
+        with pytest.raises(Fenced):
+            x.check("ra")
+    else:
+        # ra (outbid) comes first: refused before anything was taken; X still holds rb.
+        assert err.granted == {}
+        assert z.grants == {}
+        assert (stored["session"], stored["label"], stored["gen"], stored["token"]) == (
+            x.session,
+            "host-x",
+            "3",
+            "1",
+        )
+        assert x.check("rb").token == 1
+    assert err.refused == {outbid: err}
+    for owner in (x, y, w, z):
         owner.close()

@@ -7,6 +7,7 @@ import redis
 
 import fencing
 from fencing import Client, Fenced, OwnershipConflict, StaleGeneration
+from fencing.keys import slot_of
 
 from .helpers import wait_server_past
 
@@ -160,6 +161,64 @@ def test_multi_resource_claim_is_undone_when_one_is_refused(
         stored = row(raw, client, "journal", name)
         assert stored.get("session", "") == "", name
     assert a.check("orders/3").token == 1
+
+
+# "ra" sorts before "rb" in hash-slot order: the claim below meets them in that order.
+SLOT_ORDERS = [("ra", "rb"), ("rb", "ra")]
+
+
+@pytest.mark.parametrize(("low", "high"), SLOT_ORDERS)
+def test_a_claim_refused_as_stale_severs_no_holder_and_changes_no_generation(
+    client: Client, raw: redis.Redis, low: str, high: str
+) -> None:
+    """X holds ``low`` at generation 3, Y holds ``high`` at 10: a claim of both at 5 is
+    refused, in either slot order, before it touches ``low``."""
+    assert slot_of(client.keys.ownership("journal", "ra")) < slot_of(
+        client.keys.ownership("journal", "rb")
+    )
+    x = client.ownership("journal", "host-x", ttl=10)
+    y = client.ownership("journal", "host-y", ttl=10)
+    x.claim(low, generation=3)
+    y.claim(high, generation=10)
+    z = client.ownership("journal", "host-z", ttl=10)
+    with pytest.raises(StaleGeneration) as info:
+        z.claim([low, high], generation=5)
+    err = info.value
+    assert (err.group, err.resource, err.current, err.requested) == ("journal", high, 10, 5)
+    stored = {name: row(raw, client, "journal", name) for name in (low, high)}
+    assert (stored[low]["session"], stored[low]["label"]) == (x.session, "host-x")
+    assert (stored[low]["gen"], stored[low]["token"]) == ("3", "1")
+    assert (stored[high]["session"], stored[high]["label"]) == (y.session, "host-y")
+    assert (stored[high]["gen"], stored[high]["token"]) == ("10", "1")
+    assert z.grants == {}
+    assert err.granted == {}
+    assert err.refused == {high: err}
+    assert (x.check(low).generation, x.check(low).token) == (3, 1)
+    assert (y.check(high).generation, y.check(high).token) == (10, 1)
+    # X restarted (a new session) still claims at its own generation.
+    restarted = client.ownership("journal", "host-x", ttl=10)
+    again = restarted.claim(low, generation=3)[low]
+    assert (again.generation, again.token, again.new) == (3, 2, True)
+
+
+def test_a_stale_claim_names_every_resource_refused(client: Client, raw: redis.Redis) -> None:
+    y = client.ownership("journal", "host-y", ttl=10)
+    y.claim(["ra", "rb"], generation=8)
+    y.claim("rc", generation=2)
+    z = client.ownership("journal", "host-z", ttl=10)
+    with pytest.raises(StaleGeneration) as info:
+        z.claim(["rc", "rb", "ra"], generation=5)
+    err = info.value
+    stored = row(raw, client, "journal", "rc")
+    assert (stored["session"], stored["gen"], stored["token"]) == (y.session, "2", "1")
+    assert err.resource == "ra"  # the first in slot order
+    assert sorted(err.refused) == ["ra", "rb"]
+    assert [(e.resource, e.current, e.requested) for e in err.refused.values()] == [
+        ("ra", 8, 5),
+        ("rb", 8, 5),
+    ]
+    assert err.granted == {}
+    assert z.grants == {}
 
 
 def test_groups_are_independent(client: Client) -> None:

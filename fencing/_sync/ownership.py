@@ -25,6 +25,7 @@ from ..errors import (
     InvalidArgumentType,
     OutcomeUnknown,
     OwnershipConflict,
+    StaleGeneration,
     StateLost,
     Unavailable,
 )
@@ -125,13 +126,28 @@ class Ownership(ProcessBound):
     ) -> dict[str, Grant]:
         """Claim resources; returns ``{resource: Grant}``.
 
-        Resources are claimed one by one in ascending hash-slot order. If one is refused,
-        the ones this call newly took are released again and the error is raised.
-        ``generation``: None takes the next generation (or keeps
-        this session's own grant), g > 0 severs holders at or below g, 0 always wins and
-        resets. With ``wait=True`` a claim refused because another session holds the
-        resource waits (up to ``timeout`` seconds, None = forever) until it is released or
-        its lease lapses by server time.
+        ``generation``: None takes the next generation (or keeps this session's own grant),
+        g > 0 severs holders at or below g, 0 always wins and resets. Resources are claimed
+        one by one in ascending hash-slot order. With ``wait=True`` a claim refused because
+        another session holds the resource waits (up to ``timeout`` seconds, None =
+        forever) until it is released or its lease lapses by server time.
+
+        When the call raises:
+
+        - A claim with g > 0 first reads the generation of every resource, and raises
+          :class:`~fencing.StaleGeneration` before it claims any if one is above g: no
+          holder is severed, no generation or token changes.
+        - A claim with a generation never gives back what it took: that grant already
+          severed the holder and set the generation, and releasing it would only leave the
+          resource held by nobody. If another session raises a generation between the
+          check and the claim, the call stops at that resource and raises StaleGeneration,
+          whose ``granted`` says what it took (and :attr:`grants` holds) and ``refused``
+          what was refused; resources after it are left as they were.
+        - A claim with None severs nobody: if one resource is refused, the ones this call
+          newly took are released again, so it holds none of them.
+        - A resource this handle held before the call stays held whatever the call's
+          outcome. One it did not hold, whose claim's outcome is unknown (a lost reply,
+          an interrupt), is given back if this session got it.
 
         >>> grants = owner.claim(["orders/0", "orders/1"])
         >>> grants["orders/0"].token                                   # doctest: +SKIP
@@ -145,10 +161,14 @@ class Ownership(ProcessBound):
         deadline = None if limit is None else time.monotonic() + limit
         self._ready()
         self._client._check_durability(self.durability)
+        targets = self._ordered(names)
+        if gen:
+            self._refuse_stale(targets, gen)
+        with self._lock:
+            held_before = {t.resource for t in targets if t.resource in self._grants}
         taken: list[Grant] = []
         result: dict[str, Grant] = {}
         current: Target | None = None
-        targets = self._ordered(names)
         try:
             for target in targets:
                 current = target
@@ -159,8 +179,11 @@ class Ownership(ProcessBound):
                 if grant.new:
                     taken.append(grant)
         except BaseException as exc:
-            self._undo(taken)
-            if current is not None and not _definitive(exc):
+            if gen is None:
+                self._undo(taken)
+            elif isinstance(exc, StaleGeneration):
+                exc.granted = dict(result)
+            if current is not None and current.resource not in held_before and not _definitive(exc):
                 # The claim may have been applied with its reply lost (or the caller was
                 # interrupted): give back what this session may hold, or it would stay held,
                 # by nobody, until its lease lapses.
@@ -417,6 +440,19 @@ class Ownership(ProcessBound):
         sub = self._wait_sub
         if sub is not None:
             sub._event.set()
+
+    def _refuse_stale(self, targets: list[Target], generation: int) -> None:
+        """Raise StaleGeneration, before anything is claimed, if a row is stored at a
+        generation above ``generation`` (one pipeline of reads, on a cluster too)."""
+        stored = self._driver().read(protocol.ownership.generations(targets), self._budget)
+        stale = [
+            protocol.ownership.stale_generation(target, current, generation)
+            for target, current in zip(targets, stored, strict=True)
+            if current > generation
+        ]
+        if stale:
+            stale[0].refused = {exc.resource: exc for exc in stale}
+            raise stale[0]
 
     def _abandon(self, target: Target) -> None:
         """Best effort, after a claim whose outcome is unknown: release the row if this

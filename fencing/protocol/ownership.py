@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from ..grant import Grant
 from ..keys import Keys
 from ..lua_loader import script
 from ..text import text as _text
-from .base import ErrorReply, ScriptCall, generic_error
+from .base import ErrorReply, ReadCall, ScriptCall, generic_error
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,14 +82,8 @@ def _errors(target: Target) -> Any:
                 **ctx,
             )
         if reply.code == "STALE_GENERATION":
-            current = reply.int("current_generation")
-            requested = reply.int("requested_generation")
-            return StaleGeneration(
-                f"{where} is at generation {current}, above the requested {requested}: "
-                f"claim with generation >= {current}, None, or 0 to reset",
-                current=current,
-                requested=requested,
-                **ctx,
+            return stale_generation(
+                target, reply.int("current_generation"), reply.int("requested_generation")
             )
         if reply.code == "FENCED":
             token = reply.int("token")
@@ -116,6 +111,18 @@ def _errors(target: Target) -> Any:
         return generic_error(reply)
 
     return convert
+
+
+def stale_generation(target: Target, current: int, requested: int) -> StaleGeneration:
+    """The StaleGeneration of one row stored at generation ``current``."""
+    return StaleGeneration(
+        f"{target.resource!r} in group {target.group!r} is at generation {current}, above "
+        f"the requested {requested}: claim with generation >= {current}, None, or 0 to reset",
+        group=target.group,
+        resource=target.resource,
+        current=current,
+        requested=requested,
+    )
 
 
 def state_lost(target: Target, reply: ErrorReply) -> StateLost:
@@ -176,6 +183,15 @@ def claim(
         ),
         parse=parse,
         error=_errors(target),
+    )
+
+
+def generations(targets: Sequence[Target]) -> ReadCall[list[int]]:
+    """The stored generation G of each row (0 for a row not made yet), in one pipeline:
+    a claim with a generation checks them all before it severs any holder."""
+    return ReadCall(
+        commands=tuple(("HGET", target.key, "gen") for target in targets),
+        parse=lambda replies: [int(reply or 0) for reply in replies],
     )
 
 
