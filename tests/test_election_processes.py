@@ -49,6 +49,7 @@ from fencing.keys import ELECTION_GROUP
 
 from .conftest import ServerInfo
 from .election_worker import TOPIC, Config, candidate
+from .support.fleet import Fleet as WorkerFleet
 
 pytestmark = pytest.mark.slow
 
@@ -624,3 +625,67 @@ def test_BUG_a_leader_that_sees_lost_first_is_still_a_loss_not_a_resignation(
     (revoked,) = fleet.of("a", "revoked")
     assert revoked["reason"] == "LeaseExpired", revoked["text"]
     assert status == EXIT_ON_LOSS_STATUS
+
+
+# -- a leader paused past its lease, resumed after a successor was elected ---------------------
+
+
+def paused_leader(channel: Any, url: str, namespace: str, name: str) -> None:
+    """Campaign, report the term, then on "check" call ``leadership.check()`` and report
+    what it raised and whether on_revoked had run by then."""
+    client = fencing.Client.from_url(url, namespace=namespace)
+    revoked: list[float] = []
+    election = client.election(
+        name,
+        "paused",
+        ttl=TTL,
+        on_revoked=lambda term: revoked.append(time.monotonic()),
+    )
+    with election.campaign() as term:
+        channel.report("elected", token=term.token)
+        assert channel.command() == "check"
+        try:
+            term.check()
+            channel.report("checked", error=None)
+        except fencing.FencingError as exc:
+            channel.report(
+                "checked",
+                error=type(exc).__name__,
+                message=str(exc),
+                revoked_before=len(revoked) == 1,
+                reason=str(term.reason),
+            )
+    channel.report("done", revoked=len(revoked))
+    client.close()
+
+
+def test_a_leader_paused_past_its_lease_is_told_fenced_once_a_successor_was_elected(
+    server: ServerInfo, namespace: str
+) -> None:
+    """SIGSTOP the leader past its lease, elect another, SIGCONT it: its first check()
+    raises Fenced (not LeaseExpired: a successor was granted), and on_revoked has run
+    before check() returns; its reason says it was paused, once."""
+    client = fencing.Client.from_url(server.url, namespace=namespace)
+    with WorkerFleet() as fleet:
+        fleet.start("a", paused_leader, server.url, namespace, "sched")
+        elected = fleet.wait_for("a elected", lambda e: e["ev"] == "elected", wid="a")
+        fleet.pause("a")
+        successor = client.election("sched", "b", ttl=TTL)
+        with successor.campaign(timeout=10) as term:
+            assert term.token == elected["token"] + 1
+            fleet.unpause("a")
+            fleet.send("a", "check")
+            checked = fleet.wait_for("a checked", lambda e: e["ev"] == "checked", wid="a")
+        assert checked["error"] == "Fenced", checked
+        assert checked["revoked_before"] is True
+        assert f"token {term.token}" in checked["message"]
+        # Whichever it noticed first on waking: its own deadline (then it says it was
+        # paused), or the takeover notification.
+        reason = checked["reason"]
+        assert "paused" in reason or f"superseded by token {term.token}" in reason, reason
+        assert reason.count("election 'sched'") == 1
+        done = fleet.wait_for("a done", lambda e: e["ev"] == "done", wid="a")
+        assert done["revoked"] == 1
+        assert fleet.finish("a") == 0
+    successor.close()
+    client.close()

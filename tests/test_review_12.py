@@ -127,25 +127,28 @@ def test_lost_is_set_before_a_paused_leader_acts_again_after_another_was_elected
 # -- 2. callbacks: on_revoked runs (and returns) while on_elected is still running -----------
 
 
-def test_on_revoked_never_runs_before_on_elected_returned(client: Client) -> None:
-    """DESIGN: callbacks run "once per term actually held"; users pair them (on_elected
-    starts the leader's work, on_revoked stops it).
+def test_a_takeover_during_on_elected_revokes_at_once_and_sets_lost_for_it(
+    client: Client,
+) -> None:
+    """Callbacks run "once per term actually held"; users pair them (on_elected starts the
+    leader's work, on_revoked stops it).
 
-    Should: on_revoked of a term runs after on_elected of that term returned (a loss
-    during on_elected is reported once on_elected is done), so stop always follows start.
-    Happens: the term's timer thread runs on_revoked as soon as the term is lost, while
-    the campaigning thread is still inside on_elected: stop runs before start finished,
-    and whatever on_elected starts after that point runs on with no leader.
-    """
+    A term lost involuntarily while on_elected still sets up (here another session takes
+    the row over) runs on_revoked at once, as client-go cancels the leading callback's
+    context: it must stop what the term does before a successor can act, whatever
+    on_elected is doing. on_elected sees ``lost`` set (its cancellation signal) and the
+    campaign block is entered with ``lost`` set."""
     events: list[str] = []
     in_elected = threading.Event()
     revoked = threading.Event()
     go = threading.Event()
+    seen_lost: list[bool] = []
 
     def elected(term: Leadership) -> None:
         events.append("elected:start")
         in_elected.set()
         go.wait(5)  # slow setup (load state, open connections...)
+        seen_lost.append(term.lost.is_set())
         events.append("elected:end")
 
     def on_revoked(term: Leadership) -> None:
@@ -154,11 +157,12 @@ def test_on_revoked_never_runs_before_on_elected_returned(client: Client) -> Non
 
     election = client.election("sched", "a", ttl=5.0, on_elected=elected, on_revoked=on_revoked)
     errors: list[BaseException] = []
+    entered: list[bool] = []
 
     def run() -> None:
         try:
-            with election.campaign(timeout=5):
-                pass
+            with election.campaign(timeout=5) as term:
+                entered.append(term.lost.is_set())
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -169,15 +173,15 @@ def test_on_revoked_never_runs_before_on_elected_returned(client: Client) -> Non
         # Another session takes the row over while on_elected is still setting up.
         taker = fencing.Ownership(client, ELECTION_GROUP, "operator", 5.0, _allow_reserved=True)
         taker.claim("sched", generation=0)
-        revoked.wait(1.0)  # a correct library holds it back until on_elected returned
+        assert revoked.wait(5)  # at once, on_elected still running
     finally:
         go.set()
         t.join(5)
-    assert revoked.wait(5)
     taker.close()
     election.close()
     assert not errors
-    assert events == ["elected:start", "elected:end", "revoked"], events
+    assert events == ["elected:start", "revoked", "elected:end"], events
+    assert seen_lost == [True] and entered == [True]
 
 
 # -- 3. a claim whose reply is lost: the row stays held by a session nobody renews -----------
@@ -950,8 +954,16 @@ def test_check_does_not_confirm_a_term_that_was_resigned_while_it_ran(
     grant ("you lead") after ``lost`` was set and on_revoked began.
     """
     proxy, pclient = proxied
-    t1_done = threading.Event()
-    election = pclient.election("sched", "a", ttl=10.0, on_revoked=lambda term: t1_done.wait(5))
+    seen = proxy.observe(CHECK)
+
+    def revoked(term: Leadership) -> None:
+        # Hold the release back until the retried check reached the server: it then
+        # still finds the row held (check() returns only once on_revoked has run).
+        deadline = time.monotonic() + 5
+        while seen.hits < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    election = pclient.election("sched", "a", ttl=10.0, on_revoked=revoked)
     result: list[object] = []
     with election.campaign() as term:
         term.check()  # the check script is loaded
@@ -962,8 +974,6 @@ def test_check_does_not_confirm_a_term_that_was_resigned_while_it_ran(
                 result.append(term.check())
             except BaseException as exc:
                 result.append(exc)
-            finally:
-                t1_done.set()
 
         t1 = threading.Thread(target=worker)
         t1.start()

@@ -11,6 +11,24 @@ two processes believe they lead never overlap (given clocks that run at the same
 
 Leaving the ``campaign`` block resigns: ``lost`` is set, ``on_revoked`` runs once, the row is
 released and waiting candidates are woken by notification, not by polling.
+
+The callback contract (as client-go's, where the leading callback's context is cancelled on
+loss and the stopped callback runs on time):
+
+- ``on_elected`` runs once per term, never for a term that ended before it could start
+  (the campaign then goes on); ``on_revoked`` runs once for each term whose ``on_elected``
+  started, never for another.
+- A term lost involuntarily (no renewal within the renew deadline: Redis unreachable, or
+  the process paused; or another candidate took over) sets ``lost`` and runs
+  ``on_revoked`` at once, before the lease can lapse by server time, even while
+  ``on_elected`` still runs: ``lost`` is then ``on_elected``'s cancellation signal. A
+  process paused past its lease sets ``lost`` at its first look, and
+  :meth:`Leadership.check` returns only once ``on_revoked`` has run.
+- A term ended voluntarily (``resign()``, leaving the block, ``close()`` from any thread)
+  sets ``lost``, waits for ``on_elected`` to return (at most until the renew deadline,
+  renewing meanwhile), runs ``on_revoked``, and only then releases the row: no successor
+  starts while the old term's callbacks run. ``resign()`` or ``close()`` called from inside
+  a callback does not wait for itself.
 """
 
 from __future__ import annotations
@@ -124,8 +142,14 @@ class Leadership:
         self._lock = runtime.state_lock()
         #: Wakes the timer: a loss was handed to it, or the term ended.
         self._wake = runtime.Event()
-        #: Set once on_elected has returned: on_revoked never runs before it.
+        #: Set once on_elected has returned (or will never run): a voluntary end waits for it.
         self._elected = runtime.Event()
+        #: Whether on_elected started (then, and only then, on_revoked runs), and the thread
+        #: or task running it (a resign from inside it must not wait for itself).
+        self._announced = False
+        self._electing: object | None = None
+        #: Set when renewals must stop: the term was released, or lost involuntarily.
+        self._stop_renewing = runtime.Event()
         #: The timer (a thread, or a task under asyncio), as it sees itself.
         self._timer: object | None = None
         self._finisher: object | None = None
@@ -148,23 +172,59 @@ class Leadership:
 
         Raises :class:`~fencing.Fenced` once another candidate was elected or the term was
         resigned, :class:`~fencing.LeaseExpired` when no renewal succeeded within the renew
-        deadline (or the lease lapsed), :class:`~fencing.StateLost` if the row vanished.
-        Every failure also ends the term here (``lost`` is set, ``on_revoked`` runs).
+        deadline (or the lease lapsed) while nobody else was elected, and
+        :class:`~fencing.StateLost` if the row vanished. Every failure also ends the term
+        here (``lost`` is set), and ``on_revoked`` has run when it raises.
         """
         self.election._check_process()
         if self.lost.is_set():
-            raise self._ended_reason()
+            self._revoked()
+            raise self._told_reason()
         try:
             grant = self._owner.check(self.election.name)
         except (Fenced, StateLost, LeaseExpired) as exc:
-            if self.lost.is_set():
-                raise self._ended_reason() from exc
-            self._lose(exc)
+            if not self.lost.is_set():
+                self._lose(exc)
+            self._revoked()
+            if isinstance(exc, LeaseExpired):
+                raise self._told_reason() from exc
             raise
         if self.lost.is_set():
             # Ended while the call was out (resigned, superseded, or past the deadline).
-            raise self._ended_reason()
+            self._revoked()
+            raise self._told_reason()
         return grant
+
+    def _told_reason(self) -> FencingError:
+        """Why the term ended, as a caller should be told: a local deadline's LeaseExpired
+        becomes Fenced once the server shows another term granted since."""
+        reason = self._ended_reason()
+        if not isinstance(reason, LeaseExpired):
+            return reason
+        try:
+            view = self.election._peek()
+        except FencingError:
+            return reason  # unreachable: all this process can tell is its own deadline
+        if view.token > self.token:
+            return Fenced(
+                f"election {self.election.name!r}: the term of token {self.token} ended "
+                f"({reason.args[0]}), and token {view.token} was granted since "
+                f"({view.holder_label or 'no live holder now'}): stop acting as leader",
+                token=self.token,
+                holder_token=view.token,
+                holder_label=view.holder_label,
+                group=ELECTION_GROUP,
+                resource=self.election.name,
+            )
+        return reason
+
+    def _revoked(self) -> None:
+        """Return once on_revoked has run for this ended term (at once when called from the
+        timer, the callbacks or the finisher themselves)."""
+        me = runtime.current()
+        if me in (self._timer, self._finisher, self._electing):
+            return
+        runtime.wait_event(self._finished, self.election.ttl)
 
     def _ended_reason(self) -> FencingError:
         with self._lock:
@@ -211,11 +271,23 @@ class Leadership:
         ]
 
     def _deadline_error(self) -> LeaseExpired:
+        election = self.election
+        late = time.monotonic() - self._deadline
+        if late > election.retry_period:
+            # Noticed long after the deadline: the process (or its timer) did not run.
+            why = (
+                f"this process was paused (or starved) until {late:.3f}s past its renew "
+                f"deadline, so the term of token {self.token} ended before it could renew"
+            )
+        else:
+            why = (
+                f"no renewal of the term of token {self.token} succeeded within "
+                f"renew_deadline={election.renew_deadline:.3f}s (Redis unreachable or too "
+                "slow), so this process stepped down before its lease could lapse by server "
+                "time"
+            )
         return LeaseExpired(
-            f"election {self.election.name!r}: no renewal of the term of token {self.token} "
-            f"succeeded within renew_deadline={self.election.renew_deadline:.3f}s, so this "
-            "process stepped down before its lease could lapse by server time. Stop acting "
-            "as leader; campaign again when Redis is reachable",
+            f"election {election.name!r}: {why}. Stop acting as leader; campaign again",
             token=self.token,
             expired_ago=0.0,
             group=ELECTION_GROUP,
@@ -224,14 +296,19 @@ class Leadership:
 
     def _renew_loop(self) -> None:
         election = self.election
-        while not runtime.base_wait(self.lost, election.retry_period):
-            if self.lost.is_set():
+        # Renewals go on after a voluntary end until the row is released, so the lease
+        # cannot lapse while the ending term waits for its on_elected.
+        while not runtime.wait_event(self._stop_renewing, election.retry_period):
+            if self._pending is not None or (
+                not self._ended and time.monotonic() >= self._deadline
+            ):
                 return
             sent = time.monotonic()
             try:
                 self._owner.renew(election.name)
             except (Fenced, StateLost) as exc:
-                self._lose(exc)
+                if not self._ended:
+                    self._lose(exc)
                 return
             except FencingError as exc:
                 # Unreachable, or the lease lapsed: the deadline timer decides.
@@ -289,6 +366,11 @@ class Leadership:
         self._ended = True
 
     def _finish(self, reason: FencingError, *, resign: bool) -> None:
+        """End the term once, whoever gets here first (the timer, a resign, a close): set
+        ``lost``, run ``on_revoked`` if ``on_elected`` started, release the row and tell
+        observers. A voluntary end (``resign``) first waits for ``on_elected`` to return,
+        renewing meanwhile, at most until the renew deadline; an involuntary one runs
+        ``on_revoked`` at once, so before the lease can lapse by server time."""
         me = runtime.current()
         with self._lock:
             if self._ended:
@@ -297,19 +379,20 @@ class Leadership:
                 self._ended = ended_here = True
                 self._reason = reason
                 self._finisher = me
+            announced = self._announced
             self._wake.set()
         if not ended_here:
-            if me is not self._timer and me is not self._finisher:
-                runtime.wait_event(self._finished, self.election.ttl)
+            self._revoked()
             return
         election = self.election
         runtime.Event.set(self.lost)
+        if not resign:
+            self._stop_renewing.set()  # superseded, or past the deadline: nothing to keep
         escaped: BaseException | None = None
         try:
-            if me is self._timer:
-                # on_revoked never runs before on_elected returned.
-                runtime.wait_event(self._elected, None)
-            if election.on_revoked is not None:
+            if resign and announced and me is not self._electing:
+                self._await_elected()
+            if announced and election.on_revoked is not None:
                 try:
                     runtime.call(election.on_revoked, self)
                 except BaseException as exc:
@@ -317,7 +400,7 @@ class Leadership:
                     if not isinstance(exc, Exception):
                         escaped = exc  # SystemExit, KeyboardInterrupt: raised after the release
             if not resign:
-                log.warning("redis-fencing: election %r: %s", election.name, reason)
+                log.warning("redis-fencing: %s", reason)
         finally:
             try:
                 if not resign and election.exit_on_loss:
@@ -328,6 +411,7 @@ class Leadership:
                     os._exit(EXIT_ON_LOSS_STATUS)
                 # Release (a no-op when superseded) so that waiting candidates are woken now
                 # rather than at the end of the lease; then tell observers.
+                self._stop_renewing.set()
                 self._owner.close()
                 election._publish_change(f"ended {self.token}")
                 election._term_ended(self)
@@ -335,6 +419,36 @@ class Leadership:
                 self._finished.set()
         if escaped is not None and me is not self._timer:
             raise escaped
+
+    def _await_elected(self) -> None:
+        """Wait for on_elected to return, at most until the renew deadline (which successful
+        renewals move on)."""
+        while not self._elected.is_set():
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                log.warning(
+                    "redis-fencing: election %r: on_elected of the term of token %d had not "
+                    "returned by the renew deadline; on_revoked runs and the term is released "
+                    "while it still runs",
+                    self.election.name,
+                    self.token,
+                )
+                return
+            runtime.wait_event(self._elected, left)
+
+    def _wait_ended(self) -> None:
+        """Return once the term's end (on whatever runner ended it) is complete."""
+        runtime.wait_event(self._finished, self.election.ttl)
+
+    def _announce(self) -> bool:
+        """Mark on_elected as started by the current thread or task, unless the term already
+        ended (then it never starts)."""
+        with self._lock:
+            if self._ended:
+                return False
+            self._announced = True
+            self._electing = runtime.current()
+            return True
 
 
 class Election(ProcessBound):
@@ -649,15 +763,29 @@ class Election(ProcessBound):
         try:
             term._start()
             self._publish_change(f"elected {grant.token}")
+            if not term._announce():
+                # It ended before on_elected could start (its deadline passed, another
+                # candidate took over, close()): never announced, never held.
+                term._elected.set()
+                term._wait_ended()
+                if self._closed.is_set():
+                    raise self._closed_error()
+                return None
             if self.on_elected is not None:
                 runtime.call(self.on_elected, term)
         except BaseException:
             # The caller never gets this term (on_elected failed, or the campaign was
             # interrupted): it ends here, released, its runners stopped.
             term._elected.set()
+            term._electing = None
             term.resign()
             raise
         term._elected.set()
+        term._electing = None
+        if self._closed.is_set():
+            # close() ended the term while on_elected ran: the block is never entered.
+            term.resign()
+            raise self._closed_error()
         return term
 
     def _saw(self, incarnation: str, token: int) -> None:
