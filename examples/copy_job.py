@@ -1,4 +1,4 @@
-"""Copy a database table into a topic exactly once, across crashes (seed 003's mirror maker).
+"""Copy a database table into a topic exactly once, across crashes (a mirror maker).
 
 The source is a SQLite table ``source(id, key, value)`` read in ``id`` order; the
 destination is partition 0 of a one-partition topic (one partition keeps the source's order,
@@ -22,7 +22,7 @@ restarted job sends that batch again with the saved state, that is with the very
 sequence numbers and records; it is found in the window and the server returns the offsets
 it got the first time instead of appending it again. Every other batch either was saved (and
 is not sent again) or was never sent. So the output is the input, once, in order — the
-network-retry case and the crash case are the same case, as seed 003 puts it.
+network-retry case and the crash case are the same case.
 
 A job that saves less often than every batch resends more than one: those still in the
 window are answered with their original offsets, and an older one raises

@@ -1,5 +1,5 @@
 """After ``fork()``: the child's copies of the library's threads, locks and subscriptions
-start afresh (DESIGN: handles are bound to one process; a client works in the child).
+start afresh (handles are bound to one process; a client works in the child).
 
 A fork copies memory, not threads. Whatever a background thread of the parent held at that
 moment (the keeper's lock, the notifier's lock, a client's lock) stays held for ever in the

@@ -11,9 +11,10 @@ class Grant:
 
     ``token`` is the fencing token: it grows by one on every grant to a new session and
     never goes down, so a store of your own can refuse a stale writer with
-    ``... WHERE token <= $token``. ``generation`` is seed 000's number (it can be reset to 0
-    by a ``generation=0`` claim). ``lease_expires_ms`` is the lease end in the Redis server's
-    clock (milliseconds since the epoch), and ``incarnation`` identifies this row's history.
+    ``... WHERE token <= $token``. ``generation`` is the ownership table's generation
+    number (it can be reset to 0 by a ``generation=0`` claim). ``lease_expires_ms`` is the
+    lease end in the Redis server's clock (milliseconds since the epoch), and
+    ``incarnation`` identifies this row's history.
     ``new`` is False when the claim kept a grant this session already had.
 
     >>> g = Grant("journal", "orders/0", generation=1, token=1,

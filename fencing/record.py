@@ -151,7 +151,7 @@ _check_placing()
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Size limits, checked before any I/O (DESIGN: bounded work per script).
+    """Size limits, checked before any I/O (bounded work per script: none may stall Redis).
 
     >>> Limits().max_batch_records
     1000

@@ -77,7 +77,7 @@ def _incarnations(values: object) -> dict[int, str]:
 
 @dataclass(frozen=True, slots=True)
 class ProducerState:
-    """A producer's PID, generation and next sequence per partition (seed 003).
+    """A producer's PID, generation and next sequence per partition.
 
     Save it together with your input position (in one transaction of your own store); after
     a crash, open ``topic.producer(resume=state)``: the new incarnation fences the old one,

@@ -1,5 +1,5 @@
 --[[
-  claim: ask for one (group, resource) of the ownership table (seed 000, DESIGN section 4).
+  claim: ask for one (group, resource) of the ownership table (G8).
 
   KEYS[1]  the ownership row (hash)            <ns>:{<resource>}:own:<group>
   ARGV[1]  session      the caller's session id (random per handle)

@@ -1,7 +1,7 @@
 --[[
   pid_open: start a new incarnation of a named or resumed producer on one partition. The PID
   generation is bumped, which fences every older incarnation (their sends fail with
-  PRODUCER_FENCED); the sequence and the duplicate window carry over (DESIGN 4b, G5). The
+  PRODUCER_FENCED); the sequence and the duplicate window carry over (G5). The
   new incarnation's session becomes the PID's owner on this partition.
 
   Two openers of one name (or of one saved state) racing over the partitions are ordered by

@@ -1,5 +1,5 @@
 --[[
-  producer_open: register a producer on one partition in an access mode (DESIGN 4b).
+  producer_open: register a producer on one partition in an access mode (SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE, EXCLUSIVE_WITH_FENCING).
 
   KEYS[1]  the exclusive-producer row (hash)   <ns>:{<t>/<p>}:own:__producer__
   KEYS[2]  live shared producers (zset)        <ns>:{<t>/<p>}:prod:shared

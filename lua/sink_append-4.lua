@@ -1,7 +1,7 @@
 --[[
   sink_append: the Spark sink appends one chunk of a Spark partition's rows to one topic
-  partition, exactly once across task retries, executor loss and query restarts (issue 13,
-  G2, G6, G9).
+  partition, exactly once across task retries, executor loss and query restarts (G2, G6,
+  G9).
 
   KEYS[1]  the partition metadata (hash)       <ns>:{<topic>/<p>}:part
   KEYS[2]  the partition's stream              <ns>:{<topic>/<p>}:log

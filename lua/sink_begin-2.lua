@@ -1,6 +1,6 @@
 --[[
   sink_begin: the Spark sink's driver begins (or replays) a micro-batch on one partition,
-  before any executor writes (issue 13).
+  before any executor writes.
 
   KEYS[1]  the partition metadata (hash)        <ns>:{<topic>/<p>}:part
   KEYS[2]  the sink state of the app (hash)     <ns>:{<topic>/<p>}:sink:<app>

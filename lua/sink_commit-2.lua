@@ -1,6 +1,6 @@
 --[[
   sink_commit: the Spark sink's driver marks a micro-batch finished on one partition, once
-  every Spark task of it succeeded (issue 13). A replay of it then writes nothing, and the
+  every Spark task of it succeeded. A replay of it then writes nothing, and the
   batch's per-partition dedupe state is dropped.
 
   KEYS[1]  the partition metadata (hash)        <ns>:{<topic>/<p>}:part

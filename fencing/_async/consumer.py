@@ -1,4 +1,4 @@
-"""Single readers: ``topic.consumer(group, member_id, partitions)`` (seed 000's third use).
+"""Single readers: ``topic.consumer(group, member_id, partitions)``, owning their partitions.
 
 A consumer owns each of its partitions through the ownership row
 (group, ``"<topic>/<partition>"``), so two members never both believe they own one, and

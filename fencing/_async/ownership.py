@@ -1,4 +1,4 @@
-"""The ownership-table handle: ``client.ownership(group, owner_id, ttl)`` (seed 000, G8).
+"""The ownership-table handle: ``client.ownership(group, owner_id, ttl)`` (G8).
 
 Identity is the session: each handle draws a random session id when it is made, and
 ``owner_id`` is only a label. The README's "Generations" gives the outcomes; the rules
@@ -537,8 +537,8 @@ class Ownership(ProcessBound):
         for grant in list(self._grants.values()):
             target = self._targets.get(grant.resource)
             if target is not None and target.key == key and grant.token == int(old_token):
-                # Superseded for good (DESIGN 4): even if a failover later loses the claim
-                # that severed it, this grant never acts again (check/renew raise Fenced).
+                # Superseded for good: even if a failover later loses the claim that
+                # severed it, this grant never acts again (check/renew raise Fenced).
                 with self._lock:
                     self._superseded[grant.resource] = (grant.token, int(new_token))
                 self.severed.set()

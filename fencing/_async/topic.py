@@ -1,4 +1,4 @@
-"""``client.topic(name, partitions=N)``: a partitioned log over Redis Streams (seed 001).
+"""``client.topic(name, partitions=N)``: a partitioned log over Redis Streams.
 
 A topic's metadata (its partition count and incarnation) and each partition's metadata
 (next offset, first retained offset, retention) are created on first use. The partition

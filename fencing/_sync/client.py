@@ -8,7 +8,7 @@ state), unless told ``allow_eviction=True``.
 
 The client talks to Redis through its own connection pools, cloned from the connection
 settings of the redis-py client it was given (host, port, TLS, credentials...) with the
-safety rails of DESIGN: redis-py retries off (the library retries itself, within a
+safety rails: redis-py retries off (the library retries itself, within a
 budget below each lease), and socket and connect timeouts of at most a quarter of the
 lease they protect. One pool per timeout value, created on demand.
 """
@@ -431,7 +431,7 @@ class Client:
         return Driver(cluster, routes=ClusterRoutes(self._base, pool_for, wait=timeout))
 
     def _ensure_safe(self, budget: RetryBudget) -> None:
-        """Check ``maxmemory-policy`` once per client (DESIGN: no silent eviction)."""
+        """Check ``maxmemory-policy`` once per client (an eviction is a silent reset, G9)."""
         if self._safe_checked or self.settings.allow_eviction:
             return
         with self._safe_lock:

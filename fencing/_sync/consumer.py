@@ -1,6 +1,6 @@
 # GENERATED from fencing/_async/consumer.py by tools/unasync.py: do not edit.
 # Edit the async source, then run `python tools/unasync.py` (CI checks this file).
-"""Single readers: ``topic.consumer(group, member_id, partitions)`` (seed 000's third use).
+"""Single readers: ``topic.consumer(group, member_id, partitions)``, owning their partitions.
 
 A consumer owns each of its partitions through the ownership row
 (group, ``"<topic>/<partition>"``), so two members never both believe they own one, and

@@ -1,6 +1,6 @@
 # GENERATED from fencing/_async/producer.py by tools/unasync.py: do not edit.
 # Edit the async source, then run `python tools/unasync.py` (CI checks this file).
-"""Producers: ``topic.producer(access_mode=...)`` (Pulsar PIP-68 on Redis, DESIGN 4b).
+"""Producers: ``topic.producer(access_mode=...)`` (Pulsar's access modes and PIP-68 on Redis).
 
 Every send is one script call (one round trip) that checks, before writing, that this
 producer still holds its epoch on the partition (G2), then appends the batch whole or not

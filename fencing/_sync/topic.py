@@ -1,6 +1,6 @@
 # GENERATED from fencing/_async/topic.py by tools/unasync.py: do not edit.
 # Edit the async source, then run `python tools/unasync.py` (CI checks this file).
-"""``client.topic(name, partitions=N)``: a partitioned log over Redis Streams (seed 001).
+"""``client.topic(name, partitions=N)``: a partitioned log over Redis Streams.
 
 A topic's metadata (its partition count and incarnation) and each partition's metadata
 (next offset, first retained offset, retention) are created on first use. The partition

@@ -1,4 +1,4 @@
-"""Script calls of the ownership table (seed 000, DESIGN section 4). No I/O."""
+"""Script calls of the ownership table (G8). No I/O."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Script calls of producers on a partition: access modes, epochs, leases (DESIGN 4b).
+"""Script calls of producers on a partition: access modes, epochs, leases (the access modes).
 No I/O."""
 
 from __future__ import annotations

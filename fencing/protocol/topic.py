@@ -1,4 +1,4 @@
-"""Script calls and reads of topics and partitions (seed 001, G3, G4, G6, G9). No I/O."""
+"""Script calls and reads of topics and partitions (G3, G4, G6, G9). No I/O."""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ class ForeachBatchSink:
     what its earlier attempt wrote: one more pass over that batch only.
     """
 
-    def __init__(  # noqa: PLR0917 - the positional order users know from the issue/DESIGN
+    def __init__(  # noqa: PLR0917 - the positional order users know (url, topic, app_id)
         self,
         url: str | None,
         topic: str,

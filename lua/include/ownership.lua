@@ -1,5 +1,5 @@
 --[[
-  Reading one row of the ownership table (seed 000, DESIGN section 4) and the G9 checks
+  Reading one row of the ownership table (G8) and the G9 checks
   every fenced call makes. Needs common.lua.
 
   Row fields: inc (incarnation), session, label, gen (generation G), token (T),

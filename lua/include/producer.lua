@@ -1,5 +1,5 @@
 --[[
-  The producer side of a partition (DESIGN section 4b). Needs common.lua.
+  The producer side of a partition (the access modes). Needs common.lua.
 
   The exclusive-producer row is the ownership row ("__producer__", "<topic>/<p>") with four
   more fields: mode ('' none yet, 'x' exclusive regime, 's' shared regime), wgen (bumped by

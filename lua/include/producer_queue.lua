@@ -1,5 +1,5 @@
 --[[
-  The queues of a partition's producers (DESIGN section 4b): live shared producers (a zset
+  The queues of a partition's producers (the access modes): live shared producers (a zset
   session -> lease expiry, ms) and WAIT_FOR_EXCLUSIVE waiters (a zset session -> arrival
   number, FIFO, and a hash session -> lease expiry). Lapsed entries are removed a bounded
   number at a time. Needs common.lua.

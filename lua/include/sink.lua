@@ -1,5 +1,5 @@
 --[[
-  The Spark sink's state on one partition (issue 13). Needs common.lua.
+  The Spark sink's state on one partition. Needs common.lua.
 
   One hash per (partition, app id), <ns>:{<topic>/<p>}:sink:<app>:
     q   the query id of the app's lineage (stable across restarts from one checkpoint)
