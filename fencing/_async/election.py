@@ -146,6 +146,9 @@ class Leadership:
         #: or task running it (a resign from inside it must not wait for itself).
         self._announced = False
         self._electing: object | None = None
+        #: Set when a voluntary end's caller was interrupted while it waited for
+        #: on_elected: that callback's runner completes the end when it returns.
+        self._handover = False
         #: Set when renewals must stop: the term was released, or lost involuntarily.
         self._stop_renewing = runtime.Event()
         #: The timer (a thread, or a task under asyncio), as it sees itself.
@@ -222,7 +225,9 @@ class Leadership:
         me = runtime.current()
         if me in (self._timer, self._finisher, self._electing):
             return
-        await runtime.wait_event(self._finished, self.election.ttl)
+        # (A voluntary end waits at most the renew deadline for on_elected first.)
+        election = self.election
+        await runtime.wait_event(self._finished, election.ttl + election.renew_deadline)
 
     def _ended_reason(self) -> FencingError:
         with self._lock:
@@ -305,8 +310,7 @@ class Leadership:
             try:
                 await self._owner.renew(election.name)
             except (Fenced, StateLost) as exc:
-                if not self._ended:
-                    self._lose(exc)
+                self._lose(exc)  # (also ends a voluntary end's wait for on_elected)
                 return
             except FencingError as exc:
                 # Unreachable, or the lease lapsed: the deadline timer decides.
@@ -367,8 +371,11 @@ class Leadership:
         """End the term once, whoever gets here first (the timer, a resign, a close): set
         ``lost``, run ``on_revoked`` if ``on_elected`` started, release the row and tell
         observers. A voluntary end (``resign``) first waits for ``on_elected`` to return,
-        renewing meanwhile, at most until the renew deadline; an involuntary one runs
-        ``on_revoked`` at once, so before the lease can lapse by server time."""
+        renewing meanwhile, at most the renew deadline (less if the term is lost meanwhile:
+        that loss is then what ended it); an involuntary one runs ``on_revoked`` at once, so
+        before the lease can lapse by server time. A voluntary end whose caller is
+        interrupted while it waits is completed by the runner of ``on_elected`` when that
+        returns."""
         me = runtime.current()
         with self._lock:
             if self._ended:
@@ -382,15 +389,33 @@ class Leadership:
         if not ended_here:
             await self._revoked()
             return
-        election = self.election
         runtime.Event.set(self.lost)
         if not resign:
             self._stop_renewing.set()  # superseded, or past the deadline: nothing to keep
+        elif announced and me is not self._electing:
+            try:
+                lost = await self._await_elected()
+            except BaseException:
+                if self._hand_over():
+                    raise  # on_elected's runner ends the term when it returns
+                await self._complete(reason, resign=resign, me=me)
+                raise
+            if lost is not None:
+                # Lost involuntarily while it waited (taken over, or past the deadline):
+                # that is what ended the term (on_revoked now, exit_on_loss applies).
+                with self._lock:
+                    self._reason = reason = lost
+                resign = False
+                self._stop_renewing.set()
+        await self._complete(reason, resign=resign, me=me)
+
+    async def _complete(self, reason: FencingError, *, resign: bool, me: object) -> None:
+        """The end of a term once it may proceed: on_revoked (if on_elected started), the
+        release, the news to observers."""
+        election = self.election
         escaped: BaseException | None = None
         try:
-            if resign and announced and me is not self._electing:
-                await self._await_elected()
-            if announced and election.on_revoked is not None:
+            if self._announced and election.on_revoked is not None:
                 try:
                     await runtime.call(election.on_revoked, self)
                 except BaseException as exc:
@@ -418,21 +443,51 @@ class Leadership:
         if escaped is not None and me is not self._timer:
             raise escaped
 
-    async def _await_elected(self) -> None:
-        """Wait for on_elected to return, at most until the renew deadline (which successful
-        renewals move on)."""
+    async def _await_elected(self) -> FencingError | None:
+        """Wait for on_elected to return, at most the renew deadline from now and never past
+        the term's own deadline (renewals failing); return the loss that cut the wait short
+        (a takeover, the deadline), if any."""
+        election = self.election
+        limit = time.monotonic() + election.renew_deadline
         while not self._elected.is_set():
-            left = self._deadline - time.monotonic()
-            if left <= 0:
+            with self._lock:
+                lost = self._pending
+            now = time.monotonic()
+            if lost is not None:
+                return lost
+            if now >= self._deadline:
+                return self._deadline_error()
+            if now >= limit:
                 log.warning(
                     "redis-fencing: election %r: on_elected of the term of token %d had not "
-                    "returned by the renew deadline; on_revoked runs and the term is released "
-                    "while it still runs",
-                    self.election.name,
+                    "returned within renew_deadline=%.3fs of the term's end; on_revoked runs "
+                    "and the term is released while it still runs",
+                    election.name,
                     self.token,
+                    election.renew_deadline,
                 )
-                return
-            await runtime.wait_event(self._elected, left)
+                return None
+            # (Short steps: a loss handed over meanwhile ends the wait.)
+            await runtime.wait_event(self._elected, min(min(limit, self._deadline) - now, 0.05))
+        return None
+
+    def _hand_over(self) -> bool:
+        """After the caller of a voluntary end was interrupted while it waited: leave the
+        rest of the end to on_elected's runner if on_elected still runs (True)."""
+        with self._lock:
+            if self._elected.is_set():
+                return False
+            self._handover = True
+            return True
+
+    def _elected_returned(self) -> bool:
+        """on_elected returned (or will never run): whether its runner must now complete a
+        voluntary end handed over to it."""
+        with self._lock:
+            self._elected.set()
+            self._electing = None
+            handed, self._handover = self._handover, False
+            return handed
 
     async def _wait_ended(self) -> None:
         """Return once the term's end (on whatever runner ended it) is complete."""
@@ -764,7 +819,7 @@ class Election(ProcessBound):
             if not term._announce():
                 # It ended before on_elected could start (its deadline passed, another
                 # candidate took over, close()): never announced, never held.
-                term._elected.set()
+                term._elected_returned()
                 await term._wait_ended()
                 if self._closed.is_set():
                     raise self._closed_error()
@@ -774,12 +829,12 @@ class Election(ProcessBound):
         except BaseException:
             # The caller never gets this term (on_elected failed, or the campaign was
             # interrupted): it ends here, released, its runners stopped.
-            term._elected.set()
-            term._electing = None
+            if term._elected_returned():
+                await term._complete(term._ended_reason(), resign=True, me=runtime.current())
             await term.resign()
             raise
-        term._elected.set()
-        term._electing = None
+        if term._elected_returned():
+            await term._complete(term._ended_reason(), resign=True, me=runtime.current())
         if self._closed.is_set():
             # close() ended the term while on_elected ran: the block is never entered.
             await term.resign()

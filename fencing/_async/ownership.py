@@ -163,7 +163,14 @@ class Ownership(ProcessBound):
         if gen:
             await self._refuse_stale(targets, gen)
         with self._lock:
-            held_before = {t.resource for t in targets if t.resource in self._grants}
+            # Grants this handle holds and has not been told were superseded.
+            held_before = {
+                t.resource
+                for t in targets
+                if t.resource in self._grants
+                and self._superseded.get(t.resource, (None, 0))[0]
+                != self._grants[t.resource].token
+            }
         taken: list[Grant] = []
         result: dict[str, Grant] = {}
         current: Target | None = None
@@ -174,7 +181,8 @@ class Ownership(ProcessBound):
                 grant = await self._claim_one(target, gen, wait=wait, deadline=deadline)
                 current = None
                 result[target.resource] = grant
-                if grant.new:
+                # (A resend after a lost reply answers "kept" for what this very call took.)
+                if grant.new or target.resource not in held_before:
                     taken.append(grant)
         except BaseException as exc:
             if gen is None:
