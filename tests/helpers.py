@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import redis
 import redis.client
 
+from .support.polling import wait_until
+
+__all__ = ["next_message", "server_ms", "wait_server_past", "wait_until"]
+
 T = TypeVar("T")
-
-
-def wait_until(predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.01) -> T:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)
 
 
 def server_ms(r: redis.Redis) -> int:
