@@ -353,6 +353,8 @@ def test_console_script_tails_until_ctrl_c(
         [_console_script(), "tail", "t", "--follow", *at(server, namespace)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # Every thread's stack goes to stderr on SIGABRT: what a hang is stuck on.
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     try:
         assert process.stdout is not None
@@ -364,7 +366,15 @@ def test_console_script_tails_until_ctrl_c(
         line = process.stdout.readline().decode()
         assert line.startswith("t/0@0\t") and line.rstrip("\n").endswith("\tfirst")
         process.send_signal(signal.SIGINT)
-        code = process.wait(timeout=30)
+        try:
+            code = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            _, stacks = process.communicate(timeout=10)
+            raise AssertionError(
+                "fencing tail --follow did not end within 30 s of Ctrl-C; its threads:\n"
+                + stacks.decode(errors="replace")
+            ) from None
         assert process.stderr is not None
         err = process.stderr.read().decode()
         assert (code, err) == (0, "")
