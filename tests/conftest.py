@@ -10,6 +10,7 @@ skip. Each test gets its own namespace, so nothing is ever flushed to isolate te
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +25,12 @@ from fencing.faults import Proxy
 
 EXTERNAL_URL = os.environ.get("FENCING_TEST_REDIS_URL")
 KINDS: list[ServerKind] = ["redis", "valkey"]
+# Tests press Ctrl-C (SIGINT to this process or to a child): a suite started where SIGINT is
+# ignored (a background job of a non-interactive shell, as some CI runners start it) would
+# inherit that, and so would every process it starts. Ctrl-C must mean KeyboardInterrupt.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 #: Long soaks (``@pytest.mark.soak``) run only when asked: ``FENCING_SOAK=1 pytest -m soak``.
 SOAK = os.environ.get("FENCING_SOAK") == "1"
 
