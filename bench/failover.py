@@ -46,7 +46,7 @@ from typing import Any
 import redis
 
 import fencing
-from fencing.keys import ELECTION_GROUP
+from fencing._keys import ELECTION_GROUP
 
 from .common import pct, server
 

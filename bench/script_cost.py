@@ -29,8 +29,9 @@ from types import SimpleNamespace
 import redis
 
 import fencing
-from fencing import AccessMode, protocol
-from fencing.lua_loader import _build, lua_dir, script
+from fencing import AccessMode
+from fencing import _protocol as protocol
+from fencing._lua_loader import _build, lua_dir, script
 
 from .coalesce import FLOOR_SCRIPT, VALUE
 from .common import server

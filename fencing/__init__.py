@@ -12,6 +12,12 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from ._grant import Grant
+from ._modes import AccessMode
+from ._protocol.election import LeaderInfo
+from ._record import Record, RecordMetadata
+from ._settings import FencingSettings
+from ._state import ProducerState
 from ._sync.client import Client
 from ._sync.consumer import Consumer
 from ._sync.election import Election, Leadership
@@ -48,12 +54,6 @@ from .errors import (
     UnknownTopic,
     WrongKeyType,
 )
-from .grant import Grant
-from .modes import AccessMode
-from .protocol.election import LeaderInfo
-from .record import Record, RecordMetadata
-from .settings import FencingSettings
-from .state import ProducerState
 
 try:
     __version__ = version("redis-fencing")

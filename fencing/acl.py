@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from .keys import validate_name
+from ._keys import validate_name
 
 #: Every command the library sends or calls from its scripts.
 COMMANDS: tuple[str, ...] = (

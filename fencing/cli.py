@@ -40,14 +40,14 @@ import redis.exceptions
 
 from . import __version__
 from . import inspect as insp
+from ._keys import ELECTION_GROUP, PRODUCER_GROUP, RESERVED_PREFIX, Keys, validate_name
+from ._modes import AccessMode
+from ._record import Record
 from ._sync.client import Client
 from ._sync.ownership import Ownership
+from ._urls import redact
 from .embedded import EmbeddedServer
 from .errors import FencingError, InvalidArgument, Unavailable
-from .keys import ELECTION_GROUP, PRODUCER_GROUP, RESERVED_PREFIX, Keys, validate_name
-from .modes import AccessMode
-from .record import Record
-from .urls import redact
 
 #: Socket and connect timeout of the CLI's connections: a server that is down or a host
 #: that does not answer fails within about this long, with no retry loop.

@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .grant import Grant
+    from ._grant import Grant
 
 __all__ = [
     "CheckpointReset",

@@ -1,14 +1,14 @@
 """Read-only introspection of what redis-fencing keeps in Redis, for operators and tests.
 
 Nothing here writes, creates or repairs anything, and nothing prints: each function reads
-keys built by :mod:`fencing.keys` with plain commands (HGETALL, ZRANGE, XLEN, TIME, SCAN)
+keys built by :mod:`fencing._keys` with plain commands (HGETALL, ZRANGE, XLEN, TIME, SCAN)
 and returns frozen dataclasses that :func:`dataclasses.asdict` turns into JSON-ready
 dicts. Leases are judged by the *server's* clock (one ``TIME`` read with each snapshot),
 never by the caller's (G7). ``fencing status``, ``fencing owners`` and ``fencing elections``
 print these.
 
 >>> import redis
->>> from fencing.keys import Keys
+>>> from fencing._keys import Keys
 >>> r = redis.Redis.from_url("redis://localhost:6379/0")
 >>> status = topic_status(r, Keys("fencing"), "orders")              # doctest: +SKIP
 >>> status.partitions[0].next_offset, status.partitions[0].epoch      # doctest: +SKIP
@@ -24,8 +24,7 @@ from typing import Any
 
 import redis
 
-from .errors import InvalidArgument, UnknownTopic
-from .keys import (
+from ._keys import (
     ELECTION_GROUP,
     NAME_RE,
     RESERVED_PREFIX,
@@ -35,9 +34,10 @@ from .keys import (
     validate_name,
     validate_resource,
 )
-from .protocol.producer import decode_pid_state
-from .protocol.topic import DEFAULT_DEDUP_WINDOW, DEFAULT_PID_EXPIRY_MS
-from .text import text
+from ._protocol.producer import decode_pid_state
+from ._protocol.topic import DEFAULT_DEDUP_WINDOW, DEFAULT_PID_EXPIRY_MS
+from ._text import text
+from .errors import InvalidArgument, UnknownTopic
 
 #: At most this many shared producers and waiters are listed per partition (counts are exact).
 LIST_LIMIT = 1000

@@ -39,16 +39,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._keys import PartitionKeys, validate_name
+from ._protocol.base import Command, ReadCall
+from ._text import text
+from ._validate import check_int
 from .errors import FencingError, InvalidArgument, UnknownTopic, WrongKeyType
-from .keys import PartitionKeys, validate_name
-from .protocol.base import Command, ReadCall
-from .text import text
-from .validate import check_int
 
 if TYPE_CHECKING:
+    from ._retry import RetryBudget
     from ._sync.client import Client
     from ._sync.driver import Driver
-    from .retry import RetryBudget
 
 __all__ = ["Attempt", "LogReport", "Segment", "Violation", "verify_log"]
 

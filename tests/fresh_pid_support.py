@@ -11,9 +11,9 @@ import pytest
 import redis
 
 import fencing
+from fencing._lua_loader import script
+from fencing._protocol.producer import decode_pid_state
 from fencing.faults import Proxy
-from fencing.lua_loader import script
-from fencing.protocol.producer import decode_pid_state
 
 #: The append script as it appears on the wire: its SHA1 follows EVALSHA.
 APPEND = script("append").sha1.encode()

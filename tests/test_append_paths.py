@@ -22,11 +22,12 @@ import pytest
 import redis
 
 import fencing
-from fencing import AccessMode, protocol
+from fencing import AccessMode
+from fencing import _protocol as protocol
+from fencing._keys import Keys, PartitionKeys
+from fencing._lua_loader import _build, lua_dir, script
+from fencing._protocol.topic import Sequenced
 from fencing._sync.producer import Producer
-from fencing.keys import Keys, PartitionKeys
-from fencing.lua_loader import _build, lua_dir, script
-from fencing.protocol.topic import Sequenced
 
 DECLINED = "FAST_PATH_DECLINED"
 #: The fields of the append script's header argument (ARGV[2]), in order.

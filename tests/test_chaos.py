@@ -54,8 +54,8 @@ import redis
 
 import fencing
 from fencing import AccessMode
+from fencing._lua_loader import script
 from fencing.faults import Proxy, Rule
-from fencing.lua_loader import script
 from fencing.verify import Attempt, LogReport, verify_log
 
 from .chaos_worker import JOB_BATCH

@@ -15,9 +15,9 @@ import redis
 
 import fencing
 import fencing.aio
+from fencing._lua_loader import script
+from fencing._text import text
 from fencing.faults import Proxy
-from fencing.lua_loader import script
-from fencing.text import text
 
 CLAIM = script("claim").sha1.encode()
 

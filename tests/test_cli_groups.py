@@ -17,8 +17,8 @@ import redis
 
 import fencing
 from fencing import Client, Topic
+from fencing._keys import ELECTION_GROUP
 from fencing._sync.ownership import Ownership
-from fencing.keys import ELECTION_GROUP
 from tests.conftest import ServerInfo
 from tests.helpers import wait_server_past, wait_until
 from tests.test_cli import at, run

@@ -12,8 +12,8 @@ import redis
 
 import fencing
 from fencing import Client
+from fencing._retry import RetryBudget
 from fencing.embedded import EmbeddedServer
-from fencing.retry import RetryBudget
 
 from .conftest import ServerInfo
 

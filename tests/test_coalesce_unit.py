@@ -7,9 +7,9 @@ from collections import deque
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fencing.coalesce import Entry, encode_one, merge_batches, take_group
-from fencing.protocol.topic import encode_batch
-from fencing.record import Limits, Record
+from fencing._group_commit import Entry, encode_one, merge_batches, take_group
+from fencing._protocol.topic import encode_batch
+from fencing._record import Limits, Record
 
 records = st.builds(
     Record,

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from fencing.codes import CODES
-from fencing.lua_loader import _FILE_RE, _build, load_scripts, lua_dir, script
-from fencing.protocol import ScriptCall
-from fencing.protocol.topic import DEFAULT_PID_EXPIRY_MS
-from fencing.settings import FencingSettings
+from fencing._codes import CODES
+from fencing._lua_loader import _FILE_RE, _build, load_scripts, lua_dir, script
+from fencing._protocol import ScriptCall
+from fencing._protocol.topic import DEFAULT_PID_EXPIRY_MS
+from fencing._settings import FencingSettings
 
 from .conftest import ServerInfo
 

@@ -41,7 +41,7 @@ import redis
 
 import fencing
 from fencing import ProducerState
-from fencing.protocol.producer import decode_pid_state
+from fencing._protocol.producer import decode_pid_state
 from fencing.verify import Attempt, verify_log
 
 from .conftest import ServerInfo, _drop_namespace
@@ -269,7 +269,7 @@ def test_a_killed_copy_job_copies_exactly_once(
     assert resent >= sum(r.kind == "between" for r in runs[:-1]) >= 1
 
     # The whole output log: the input, in order, once, at offsets 0..N-1, one PID.
-    topic_keys = fencing.keys.Keys(job_namespace).partition(TOPIC, 0)
+    topic_keys = fencing._keys.Keys(job_namespace).partition(TOPIC, 0)
     entries: list[tuple[bytes, dict[bytes, bytes]]] = raw.xrange(topic_keys.stream)  # type: ignore[assignment]
     assert [e[0] for e in entries] == [b"0-%d" % (i + 1) for i in range(N)]
     assert [e[1][b"v"] for e in entries] == inputs

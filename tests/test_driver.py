@@ -14,7 +14,7 @@ from redis.credentials import UsernamePasswordCredentialProvider
 
 import fencing
 from fencing import AccessMode
-from fencing.runtime.threads.connections import ScriptConnections
+from fencing._runtime.threads.connections import ScriptConnections
 
 from .conftest import ServerInfo
 

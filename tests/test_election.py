@@ -15,8 +15,8 @@ import redis
 
 import fencing
 from fencing import Client, Leadership
+from fencing._keys import ELECTION_GROUP
 from fencing.faults import Proxy
-from fencing.keys import ELECTION_GROUP
 
 from .conftest import ServerInfo
 from .helpers import wait_until

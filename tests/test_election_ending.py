@@ -15,8 +15,8 @@ import redis
 
 import fencing
 import fencing.aio
-from fencing.keys import ELECTION_GROUP
-from fencing.text import text
+from fencing._keys import ELECTION_GROUP
+from fencing._text import text
 
 
 def row(url: str, client: Any, name: str) -> dict[str, str]:

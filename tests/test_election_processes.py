@@ -43,9 +43,9 @@ import pytest
 import redis
 
 import fencing
+from fencing._keys import ELECTION_GROUP
 from fencing._sync.election import EXIT_ON_LOSS_STATUS
 from fencing.faults import Proxy
-from fencing.keys import ELECTION_GROUP
 
 from .conftest import ServerInfo
 from .election_worker import TOPIC, Config, candidate

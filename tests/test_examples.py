@@ -24,7 +24,7 @@ import redis
 import fencing
 from examples.copy_job import CheckpointFenced, Checkpoints, connect, seed_rows
 from examples.kv_store import KVStore, NotLeader, Op
-from fencing.protocol.producer import decode_pid_state
+from fencing._protocol.producer import decode_pid_state
 
 from .conftest import ServerInfo
 

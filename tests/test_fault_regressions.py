@@ -9,10 +9,11 @@ import pytest
 import redis
 
 import fencing
-from fencing import AccessMode, Client, ProducerBusy, ProducerFenced, StateLost, protocol
+from fencing import AccessMode, Client, ProducerBusy, ProducerFenced, StateLost
+from fencing import _protocol as protocol
+from fencing._modes import Pending
+from fencing._retry import RetryBudget
 from fencing._sync.driver import Driver as SyncDriver
-from fencing.modes import Pending
-from fencing.retry import RetryBudget
 
 from .conftest import ServerInfo
 from .helpers import server_ms, wait_until

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 import fencing
+from fencing._record import RecordMetadata, placed
+from fencing._runtime.threads.primitives import claim_future, fail, new_future, settle
 from fencing._sync import producer as sync_producer
-from fencing.record import RecordMetadata, placed
-from fencing.runtime.threads.primitives import claim_future, fail, new_future, settle
 from fencing.verify import Attempt, verify_log
 
 

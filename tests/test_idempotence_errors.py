@@ -1,6 +1,6 @@
 """G5's error cases, each checked to write nothing, and the bounded duplicate window.
 
-Calls are built with :func:`fencing.protocol.topic.append` from a real opened producer's
+Calls are built with :func:`fencing._protocol.topic.append` from a real opened producer's
 standing on the partition (its writer, PID, generation and next sequence), so each case
 differs from a legal send in exactly one field. "Nothing written" is checked by comparing
 ``DUMP`` of every key the append script writes (partition metadata, stream, PID state,
@@ -18,11 +18,11 @@ import pytest
 import redis
 
 import fencing
-from fencing import protocol
+from fencing import _protocol as protocol
+from fencing._keys import PartitionKeys
+from fencing._protocol.producer import decode_pid_state
+from fencing._protocol.topic import Appended, Sequenced
 from fencing._sync.producer import Producer
-from fencing.keys import PartitionKeys
-from fencing.protocol.producer import decode_pid_state
-from fencing.protocol.topic import Appended, Sequenced
 
 from .helpers import server_ms, wait_server_past
 

@@ -30,13 +30,13 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import fencing
-from fencing import protocol
+from fencing import _protocol as protocol
+from fencing._keys import PartitionKeys
+from fencing._lua_loader import script
+from fencing._protocol.producer import decode_pid_state
+from fencing._protocol.topic import Sequenced
 from fencing._sync.producer import Producer
 from fencing.faults import Proxy
-from fencing.keys import PartitionKeys
-from fencing.lua_loader import script
-from fencing.protocol.producer import decode_pid_state
-from fencing.protocol.topic import Sequenced
 
 from .helpers import server_ms, wait_server_past, wait_until
 

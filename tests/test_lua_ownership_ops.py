@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 
-from fencing.lua_loader import script
+from fencing._lua_loader import script
 
 from .helpers import next_message, wait_server_past
 

@@ -19,8 +19,8 @@ import pytest
 import redis
 
 from fencing import Client
+from fencing._runtime.threads.notify import Notifier, Subscription
 from fencing.faults import Proxy
-from fencing.runtime.threads.notify import Notifier, Subscription
 
 from .conftest import ServerInfo
 

@@ -23,8 +23,8 @@ import redis
 
 import fencing
 from fencing import Client, Fenced, Grant, OwnershipConflict, StaleGeneration
-from fencing.keys import slot_of
-from fencing.text import text
+from fencing._keys import slot_of
+from fencing._text import text
 
 from .conftest import ServerInfo
 
@@ -186,7 +186,7 @@ def test_processes_never_hold_at_once(server: ServerInfo, namespace: str) -> Non
 
 
 def _row_key(namespace: str) -> str:
-    return fencing.keys.Keys(namespace).ownership(GROUP, RESOURCE)
+    return fencing._keys.Keys(namespace).ownership(GROUP, RESOURCE)
 
 
 # -- threads racing claim() without waiting ---------------------------------------------------

@@ -7,7 +7,7 @@ import redis
 
 import fencing
 from fencing import Client, Fenced, OwnershipConflict, StaleGeneration
-from fencing.keys import slot_of
+from fencing._keys import slot_of
 
 from .helpers import wait_server_past
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fencing.partitioner import murmur2, partition_for_key
+from fencing._partitioner import murmur2, partition_for_key
 
 # org.apache.kafka.common.utils.UtilsTest#testMurmur2
 KAFKA_VECTORS = [

@@ -9,7 +9,8 @@ import pytest
 import redis
 
 import fencing
-from fencing import AccessMode, Client, ProducerBusy, ProducerFenced, protocol
+from fencing import AccessMode, Client, ProducerBusy, ProducerFenced
+from fencing import _protocol as protocol
 
 from .helpers import server_ms, wait_server_past, wait_until
 

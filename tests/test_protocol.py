@@ -11,12 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fencing
-from fencing.codes import CODES
-from fencing.grant import Grant
-from fencing.keys import Keys, decode_resource, encode_resource, slot_of
-from fencing.protocol import ScriptCall, parse_error_reply
-from fencing.protocol import ownership as own
-from fencing.protocol import topic as topic_protocol
+from fencing._codes import CODES
+from fencing._grant import Grant
+from fencing._keys import Keys, decode_resource, encode_resource, slot_of
+from fencing._protocol import ScriptCall, parse_error_reply
+from fencing._protocol import ownership as own
+from fencing._protocol import topic as topic_protocol
 
 KEYS = Keys("ns")
 TARGET = own.Target.of(KEYS, "journal", "orders/0")

@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from fencing import Client, Record
-from fencing.protocol.topic import _records
-from fencing.record import EMPTY_HEADERS, encode_headers
+from fencing._protocol.topic import _records
+from fencing._record import EMPTY_HEADERS, encode_headers
 
 
 def test_every_layout_and_id_shape_gives_the_same_records(client: Client) -> None:

@@ -25,9 +25,9 @@ import redis
 
 import fencing
 from fencing import Client, Leadership, Topic
+from fencing._keys import ELECTION_GROUP
+from fencing._lua_loader import script
 from fencing.faults import Proxy
-from fencing.keys import ELECTION_GROUP
-from fencing.lua_loader import script
 
 from .conftest import ServerInfo
 from .helpers import wait_until
@@ -902,7 +902,7 @@ def test_a_consumer_that_could_not_open_leaves_no_subscription_behind(
 _EXIT_ON_LOSS = textwrap.dedent(
     """
     import sys, time, fencing
-    from fencing.keys import ELECTION_GROUP
+    from fencing._keys import ELECTION_GROUP
     url, ns = sys.argv[1], sys.argv[2]
     client = fencing.Client.from_url(url, namespace=ns)
     election = client.election(

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 import fencing
-from fencing import protocol
-from fencing.protocol.sink import CHAIN_START, Chunk, Lineage, chain
-from fencing.protocol.topic import EncodedBatch
+from fencing import _protocol as protocol
+from fencing._protocol.sink import CHAIN_START, Chunk, Lineage, chain
+from fencing._protocol.topic import EncodedBatch
 from fencing.spark import ForeachBatchSink
 from fencing.spark.rows import row_json
 

@@ -20,11 +20,12 @@ from typing import Any
 import pytest
 
 import fencing
-from fencing import AccessMode, coalesce
+from fencing import AccessMode
+from fencing import _group_commit as group_commit
+from fencing._lua_loader import script
+from fencing._runtime.threads.primitives import claim_future, new_future, settle
 from fencing._sync import producer as sync_producer
 from fencing.faults import Proxy
-from fencing.lua_loader import script
-from fencing.runtime.threads.primitives import claim_future, new_future, settle
 from fencing.verify import Attempt, verify_log
 
 APPEND = script("append").sha1.encode()
@@ -283,7 +284,7 @@ def test_an_interrupt_in_the_leader_waiting_for_its_chain_leaves_no_caller_behin
     run (_let_answered_run's wait on the chain's end): the leader's record landed, every
     other caller is woken and answered once, and the producer goes on."""
     topic = client.topic("t", partitions=1)
-    real_end = coalesce.ChainEnd
+    real_end = group_commit.ChainEnd
     hits: list[str] = []
     hits_lock = threading.Lock()
 
@@ -306,7 +307,7 @@ def test_an_interrupt_in_the_leader_waiting_for_its_chain_leaves_no_caller_behin
     def chain_end(event: Any) -> Any:
         return real_end(InterruptingSignal(event))
 
-    monkeypatch.setattr(coalesce, "ChainEnd", chain_end)
+    monkeypatch.setattr(group_commit, "ChainEnd", chain_end)
     ledger = Ledger()
     interrupted: list[bytes] = []
     with topic.producer() as producer:
@@ -324,7 +325,7 @@ def test_an_interrupt_in_the_leader_waiting_for_its_chain_leaves_no_caller_behin
             return run
 
         run_threads([sender(i) for i in range(8)])
-        monkeypatch.setattr(coalesce, "ChainEnd", real_end)
+        monkeypatch.setattr(group_commit, "ChainEnd", real_end)
         assert producer.send(b"after", partition=0).offset == 8 * 60
     assert len(hits) == 3 and len(interrupted) == 3
     assert len(ledger.answers) == 8 * 60 - 3

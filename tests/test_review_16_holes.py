@@ -23,11 +23,12 @@ import pytest
 
 import fencing
 import fencing.aio
-from fencing import AccessMode, coalesce
+from fencing import AccessMode
+from fencing import _group_commit as group_commit
 from fencing._async import producer as aproducer
+from fencing._runtime.tasks import primitives as tasks
+from fencing._runtime.threads import primitives as threads
 from fencing._sync import producer as sync_producer
-from fencing.runtime.tasks import primitives as tasks
-from fencing.runtime.threads import primitives as threads
 
 from .conftest import ServerInfo
 from .test_fork import fork, wait_child
@@ -92,7 +93,7 @@ def test_callers_chained_after_an_interrupted_caller_are_still_woken(
 
     Expected: the main thread gets KeyboardInterrupt; the other callers answered by the
     same call return as soon as it is answered.
-    Got: coalesce.settle() links the interrupted (abandoned) entry into the wake-up chain;
+    Got: group_commit.settle() links the interrupted (abandoned) entry into the wake-up chain;
     its caller is gone and never passes the chain on, so every caller chained after it
     sleeps until its own re-check (0.5 s each by default; with the re-check at 60 s they
     hang).
@@ -162,12 +163,12 @@ def test_send_async_records_requeued_after_an_interrupted_flush_are_answered(
     of flush(), after popping the entry: that future is never answered (and the sender
     thread would only log the error).
     Fix: a future put back by Producer._interrupted must stay claimable: claim_future
-    (fencing/runtime/threads/primitives.py) should treat RUNNING as claimed (return True),
+    (fencing/_runtime/threads/primitives.py) should treat RUNNING as claimed (return True),
     or take_group should not claim an entry twice (a flag on the Entry)."""
     topic = client.topic("t", partitions=1)
     with topic.producer(linger_ms=60_000, batch_size=10**9) as producer:
         futures = [producer.send_async(b"r%d" % i, partition=0) for i in range(3)]
-        real = coalesce.merge_batches
+        real = group_commit.merge_batches
         calls = 0
 
         def interrupting(*args: Any, **kwargs: Any) -> Any:
@@ -177,14 +178,14 @@ def test_send_async_records_requeued_after_an_interrupted_flush_are_answered(
                 raise KeyboardInterrupt
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(coalesce, "merge_batches", interrupting)
+        monkeypatch.setattr(group_commit, "merge_batches", interrupting)
         with pytest.raises(KeyboardInterrupt):
             producer.flush()
         assert not any(f.done() for f in futures)
         try:
             producer.flush()
         finally:
-            monkeypatch.setattr(coalesce, "merge_batches", real)
+            monkeypatch.setattr(group_commit, "merge_batches", real)
         done, _ = concurrent.futures.wait(futures, timeout=5)
         assert len(done) == 3
         assert [f.result().offset for f in futures] == [0, 1, 2]
@@ -204,7 +205,7 @@ def test_wait_returns_for_a_cancelled_send_async_future_once_the_producer_is_fen
     future silently, and concurrent.futures.wait / as_completed only count a cancelled
     future once set_running_or_notify_cancel() ran on it. wait() runs out its timeout
     (without one it hangs), although future.done() is True.
-    Fix: runtime.fail/settle (fencing/runtime/threads/primitives.py): for a cancelled
+    Fix: runtime.fail/settle (fencing/_runtime/threads/primitives.py): for a cancelled
     future call set_running_or_notify_cancel() (notifies the waiters) instead of dropping
     it; or have _fail_queue claim each future as take_group does."""
     topic = client.topic("t", partitions=2)
@@ -246,7 +247,7 @@ def test_a_send_async_racing_close_gets_an_answer(
     assert first.result(timeout=5).offset == 0
     inside = threading.Event()
     resume = threading.Event()
-    real = coalesce.encode_one
+    real = group_commit.encode_one
 
     def preempted(*args: Any, **kwargs: Any) -> Any:
         if threading.current_thread() is not threading.main_thread():
@@ -254,7 +255,7 @@ def test_a_send_async_racing_close_gets_an_answer(
             assert resume.wait(10)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(coalesce, "encode_one", preempted)
+    monkeypatch.setattr(group_commit, "encode_one", preempted)
     got: list[Any] = []
 
     def racer() -> None:
@@ -288,11 +289,11 @@ def test_a_child_forked_while_a_future_is_being_answered_can_use_send_async(
     time) and forks a worker; the child makes its own client and producer and sends with
     send_async().
 
-    Expected: the child works (fencing/forks.py: "a child forked while a thread of the
+    Expected: the child works (fencing/_forks.py: "a child forked while a thread of the
     parent held one of the client's locks does not hang: the client works in the child
     for new handles").
     Got: _Future's settle path takes the module-wide lock _MAKING
-    (fencing/runtime/threads/primitives.py). Forked while another thread held it (here a
+    (fencing/_runtime/threads/primitives.py). Forked while another thread held it (here a
     thread holds it as one answering a future does), the child's copy stays locked for
     ever: every future of the child hangs in set_result / result. The test's child is
     killed after its deadline.
@@ -339,7 +340,7 @@ def test_an_event_loop_is_not_kept_alive_by_its_signal_ticker() -> None:
     (ticker.loop, and the TimerHandle of its tick): the key is never released, so every
     loop that ever waited on a Signal lives for ever (with its ticker, its selector and
     whatever the pending tick references).
-    Fix: fencing/runtime/tasks/primitives.py: don't keep the loop in _Ticker (use the
+    Fix: fencing/_runtime/tasks/primitives.py: don't keep the loop in _Ticker (use the
     running loop in _tick, or keep a weakref.ref(loop)); cancel the tick handle when the
     waiting set empties."""
 

@@ -20,7 +20,7 @@ import fencing
 import fencing.aio
 from fencing import AccessMode
 from fencing._async import producer as async_producer
-from fencing.runtime.tasks import primitives as tasks
+from fencing._runtime.tasks import primitives as tasks
 from fencing.verify import Attempt, verify_log
 
 from .conftest import ServerInfo

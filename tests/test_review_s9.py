@@ -31,11 +31,11 @@ from typing import Any
 import pytest
 
 import fencing
-from fencing import coalesce
+from fencing import _group_commit as group_commit
+from fencing._record import RecordMetadata, placed
+from fencing._runtime.tasks import primitives as tasks
+from fencing._runtime.threads import primitives as threads
 from fencing._sync import producer as sync_producer
-from fencing.record import RecordMetadata, placed
-from fencing.runtime.tasks import primitives as tasks
-from fencing.runtime.threads import primitives as threads
 
 from .test_fork import fork, wait_child
 from .test_review_16_holes import Gate
@@ -179,7 +179,7 @@ def test_an_interrupt_as_the_condition_is_made_loses_no_wake_up() -> None:
     False for ever: set_result() takes the plain-store path, which notifies nobody. The
     waiter sleeps out its whole timeout (result(timeout=None) and concurrent.futures.wait
     hang for ever; wait() reports the done future as not done).
-    Where: fencing/runtime/threads/primitives.py _Future.__getattr__ (the flag is set
+    Where: fencing/_runtime/threads/primitives.py _Future.__getattr__ (the flag is set
     after the store).
     Fix: set ``self._made = True`` before storing the Condition (the standard path then
     makes it if need be), or tell "made" by the slot itself (no separate flag)."""
@@ -235,7 +235,7 @@ def _waiting_on(future: Any) -> bool:
 _REENTRANT_CHILD = textwrap.dedent(
     """
     import signal, sys
-    from fencing.runtime.threads import primitives as p
+    from fencing._runtime.threads import primitives as p
 
     pending = [p.new_future() for _ in range(3)]
 
@@ -280,7 +280,7 @@ def test_a_signal_handler_that_cancels_futures_never_deadlocks() -> None:
     settles a future after it, and every os.fork(), whose before-hook takes _MAKING). A
     finalizer (__del__, weakref.finalize) run by a garbage collection under _MAKING - the
     Condition's allocations can start one - that touches a future deadlocks the same way.
-    Where: fencing/runtime/threads/primitives.py _Future.__getattr__ (``make()`` runs
+    Where: fencing/_runtime/threads/primitives.py _Future.__getattr__ (``make()`` runs
     Python code under _MAKING), with _MAKING = _thread.allocate_lock().
     Fix: make the Condition outside the lock and only store it under the lock when the
     slot is still empty (no Python code under _MAKING), and/or make _MAKING an RLock."""
@@ -316,7 +316,7 @@ def test_a_loop_closed_with_a_wait_pending_is_freed() -> None:
     holds the waiting Signals (``waiting``), each holding its waiter future, which holds
     the loop (future._loop): the value keeps its own key alive, from a module global. The
     loop, its selector and the whole task graph are kept for ever, one per such loop.
-    Where: fencing/runtime/tasks/primitives.py Signal.wait / _Ticker (``waiting``).
+    Where: fencing/_runtime/tasks/primitives.py Signal.wait / _Ticker (``waiting``).
     Fix: keep the waiting signals weakly (a WeakSet), or have the ticker drop the whole
     set when its loop closes (the tick is only ever run by that loop)."""
 
@@ -356,7 +356,7 @@ def test_an_interrupt_after_the_wake_up_and_before_passing_it_on_strands_no_call
     client: fencing.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """HOLE. Three send() callers M, B, C queue behind a call in flight; the leader sends
-    them as one call and wakes them as a chain (M wakes B, B wakes C: coalesce.settle with
+    them as one call and wakes them as a chain (M wakes B, B wakes C: group_commit.settle with
     chain=True). M's caller is interrupted (Ctrl-C) just after its wait returned with its
     answer, before it passed the chain on (here: at the first instruction of pass_on).
 
@@ -368,11 +368,11 @@ def test_an_interrupt_after_the_wake_up_and_before_passing_it_on_strands_no_call
     by default; here a minute: they are not answered within 5 s), and the leader waits its
     _CHAIN_WAIT for nothing.
     Where: fencing/_async/producer.py Producer._send (``with standing.guard:
-    coalesce.pass_on(entry)`` after the while loop, not in a finally).
+    group_commit.pass_on(entry)`` after the while loop, not in a finally).
     Fix: pass the chain on in a ``finally`` that covers the wait loop and the code after
     it (pass_on is idempotent: it clears ``then``)."""
     topic = client.topic("t", partitions=1)
-    real_pass_on = coalesce.pass_on
+    real_pass_on = group_commit.pass_on
     hit: list[Any] = []
 
     def interrupted(entry: Any) -> None:
@@ -381,7 +381,7 @@ def test_an_interrupt_after_the_wake_up_and_before_passing_it_on_strands_no_call
             raise KeyboardInterrupt
         real_pass_on(entry)
 
-    monkeypatch.setattr(coalesce, "pass_on", interrupted)
+    monkeypatch.setattr(group_commit, "pass_on", interrupted)
     with topic.producer() as producer:
         standing = producer._standing[0]
         gate = Gate(producer)
@@ -403,7 +403,7 @@ def test_an_interrupt_after_the_wake_up_and_before_passing_it_on_strands_no_call
             assert not stuck, f"callers chained after the interrupted one never woken: {stuck}"
             assert [out[v].offset for v in (b"a", b"b", b"c")] == [0, 2, 3]
         finally:
-            monkeypatch.setattr(coalesce, "pass_on", real_pass_on)
+            monkeypatch.setattr(group_commit, "pass_on", real_pass_on)
             stranded = hit[0] if hit else None
             while stranded is not None:  # (with the hole: wake them, not in a minute)
                 stranded.event.set()

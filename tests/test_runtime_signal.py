@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from fencing.runtime.tasks import primitives as tasks
-from fencing.runtime.threads import primitives as threads
+from fencing._runtime.tasks import primitives as tasks
+from fencing._runtime.threads import primitives as threads
 
 pytestmark = pytest.mark.anyio
 

@@ -26,11 +26,12 @@ import pytest
 import redis
 
 import fencing
-from fencing import AccessMode, Client, protocol
+from fencing import AccessMode, Client
+from fencing import _protocol as protocol
+from fencing._lua_loader import script
+from fencing._protocol.producer import decode_pid_state
+from fencing._settings import FencingSettings, load_settings
 from fencing.faults import Proxy
-from fencing.lua_loader import script
-from fencing.protocol.producer import decode_pid_state
-from fencing.settings import FencingSettings, load_settings
 
 from .conftest import ServerInfo
 from .helpers import server_ms, wait_until
@@ -283,9 +284,9 @@ def test_a_resend_answered_from_the_window_reports_the_epoch_it_was_written_in(
     assert p2.send(b"input-1").epoch == p2.epoch(0)
 
 
-def protocol_pending(first_sequence: int, batch: list[bytes]) -> fencing.modes.Pending:
+def protocol_pending(first_sequence: int, batch: list[bytes]) -> fencing._modes.Pending:
     records = [fencing.Record(v) for v in batch]
-    return fencing.modes.Pending(len(batch), 0, first_sequence, protocol.topic.checksum(records))
+    return fencing._modes.Pending(len(batch), 0, first_sequence, protocol.topic.checksum(records))
 
 
 # -- 4. a damaged saved state ----------------------------------------------------------------

@@ -12,7 +12,7 @@ import redis
 
 import fencing
 from fencing import AccessMode, Client, ProducerFenced, UnknownTopic
-from fencing.keys import PartitionKeys
+from fencing._keys import PartitionKeys
 from fencing.verify import Attempt, LogReport, Segment, verify_log
 
 TOPIC = "log"

@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 import fencing
-from fencing.lua_loader import lua_dir
+from fencing._lua_loader import lua_dir
 
 venv = Path(sys.argv[1]).resolve()
 assert Path(fencing.__file__).resolve().is_relative_to(venv), fencing.__file__

@@ -9,7 +9,7 @@ new name silently):
 - names in :data:`NAMES` are renamed (``__aenter__`` -> ``__enter__``, ...);
 - dotted module paths in :data:`MODULES` are rewritten (``redis.asyncio`` -> ``redis``,
   ``runtime.tasks`` -> ``runtime.threads``: the only code that differs between the two
-  flavours lives in ``fencing/runtime/``);
+  flavours lives in ``fencing/_runtime/``);
 - docstrings and comments get the same rewriting, so their examples read as sync code.
 
 ``python tools/unasync.py`` writes the files; ``--check`` writes nothing and fails when a
@@ -44,7 +44,7 @@ NAMES: dict[str, str] = {
 #: Dotted module paths rewritten as a whole (the first name, then ``.name`` pairs).
 MODULES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("redis", "asyncio"): ("redis",),
-    ("runtime", "tasks"): ("runtime", "threads"),
+    ("_runtime", "tasks"): ("_runtime", "threads"),
     ("fencing", "aio"): ("fencing",),
 }
 

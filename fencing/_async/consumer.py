@@ -19,7 +19,11 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from .. import protocol
+from .. import _protocol as protocol
+from .._keys import validate_label
+from .._process import ProcessBound
+from .._record import Record
+from .._validate import MAX_OFFSET, check_int, read_limits, validate_ttl
 from ..errors import (
     Fenced,
     FencingError,
@@ -28,16 +32,12 @@ from ..errors import (
     NotEnoughReplicas,
     StateLost,
 )
-from ..keys import validate_label
-from ..process import ProcessBound
-from ..record import Record
-from ..validate import MAX_OFFSET, check_int, read_limits, validate_ttl
 from .ownership import Ownership
 from .reader import Reader
 
 if TYPE_CHECKING:
-    from ..keys import PartitionKeys
-    from ..runtime.tasks.keeper import Task
+    from .._keys import PartitionKeys
+    from .._runtime.tasks.keeper import Task
     from .topic import StartOffset, Topic
 
 log = logging.getLogger(__name__)

@@ -38,8 +38,17 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from .. import forks, protocol
-from ..durability import Durability
+from .. import _forks as forks
+from .. import _protocol as protocol
+from .._durability import Durability
+from .._grant import Grant
+from .._keys import ELECTION_GROUP, validate_label, validate_name
+from .._process import ProcessBound
+from .._protocol.election import ElectionKeys, LeaderInfo
+from .._protocol.ownership import Seen
+from .._runtime.tasks import primitives as runtime
+from .._runtime.tasks.notify import publish
+from .._validate import RECHECK_INTERVAL, callback_arg, seconds_arg, validate_ttl
 from ..errors import (
     Fenced,
     FencingError,
@@ -49,19 +58,11 @@ from ..errors import (
     StateLost,
     Unavailable,
 )
-from ..grant import Grant
-from ..keys import ELECTION_GROUP, validate_label, validate_name
-from ..process import ProcessBound
-from ..protocol.election import ElectionKeys, LeaderInfo
-from ..protocol.ownership import Seen
-from ..runtime.tasks import primitives as runtime
-from ..runtime.tasks.notify import publish
-from ..validate import RECHECK_INTERVAL, callback_arg, seconds_arg, validate_ttl
 from .ownership import Ownership
 
 if TYPE_CHECKING:
-    from ..retry import RetryBudget
-    from ..runtime.tasks.keeper import Task
+    from .._retry import RetryBudget
+    from .._runtime.tasks.keeper import Task
     from .client import Client
 
 log = logging.getLogger(__name__)

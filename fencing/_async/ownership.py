@@ -14,8 +14,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .. import protocol
-from ..durability import Durability
+from .. import _protocol as protocol
+from .._durability import Durability
+from .._grant import Grant
+from .._keys import slot_of, validate_label, validate_name, validate_resource
+from .._process import ProcessBound
+from .._protocol.ownership import Seen, Target
+from .._runtime.tasks import primitives as runtime
+from .._runtime.tasks.notify import Subscription
+from .._validate import (
+    RECHECK_INTERVAL,
+    generation_arg,
+    resource_list,
+    timeout_arg,
+    validate_ttl,
+)
 from ..errors import (
     Fenced,
     FencingError,
@@ -26,19 +39,6 @@ from ..errors import (
     StaleGeneration,
     StateLost,
     Unavailable,
-)
-from ..grant import Grant
-from ..keys import slot_of, validate_label, validate_name, validate_resource
-from ..process import ProcessBound
-from ..protocol.ownership import Seen, Target
-from ..runtime.tasks import primitives as runtime
-from ..runtime.tasks.notify import Subscription
-from ..validate import (
-    RECHECK_INTERVAL,
-    generation_arg,
-    resource_list,
-    timeout_arg,
-    validate_ttl,
 )
 
 if TYPE_CHECKING:

@@ -33,9 +33,19 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
-from .. import coalesce, protocol
-from ..coalesce import Entry
-from ..durability import Durability
+from .. import _group_commit as group_commit
+from .. import _protocol as protocol
+from .._durability import Durability
+from .._group_commit import Entry
+from .._keys import PartitionKeys, slot_of, validate_name
+from .._modes import AccessMode, Pending
+from .._process import ProcessBound
+from .._protocol.producer import OPEN_MODES
+from .._protocol.topic import Appended, EncodedBatch, Sequenced, Writer
+from .._record import Record, RecordMetadata, to_bytes
+from .._runtime.tasks import primitives as runtime
+from .._state import ProducerState
+from .._validate import MAX_OFFSET, check_int, validate_ttl
 from ..errors import (
     DuplicateSequence,
     FencingError,
@@ -48,19 +58,10 @@ from ..errors import (
     Unavailable,
     UnknownProducerId,
 )
-from ..keys import PartitionKeys, slot_of, validate_name
-from ..modes import AccessMode, Pending
-from ..process import ProcessBound
-from ..protocol.producer import OPEN_MODES
-from ..protocol.topic import Appended, EncodedBatch, Sequenced, Writer
-from ..record import Record, RecordMetadata, to_bytes
-from ..runtime.tasks import primitives as runtime
-from ..state import ProducerState
-from ..validate import MAX_OFFSET, check_int, validate_ttl
 
 if TYPE_CHECKING:
-    from ..runtime.tasks.keeper import Task
-    from ..runtime.tasks.notify import Subscription
+    from .._runtime.tasks.keeper import Task
+    from .._runtime.tasks.notify import Subscription
     from .topic import Topic
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ class _Standing:
         self.queue: deque[Entry] = deque()
         #: Guards the queue's head (taking, withdrawing), never held across I/O.
         self.guard = runtime.state_lock()
-        #: The first of the callers last answered, not woken yet (see coalesce.settle):
+        #: The first of the callers last answered, not woken yet (see group_commit.settle):
         #: woken as the next call leaves, or as the lock is let go.
         self.to_wake: Entry | None = None
 
@@ -603,7 +604,7 @@ class Producer(ProcessBound):
         Without ``partition`` the key picks one (Kafka's murmur2); records without a key go
         round-robin. ``expected_offset`` needs an explicit partition unless the topic has one.
         """
-        entry = coalesce.encode_one(value, key, headers, self.topic.limits, expected_offset)
+        entry = group_commit.encode_one(value, key, headers, self.topic.limits, expected_offset)
         if partition is None:
             partition = self._choose_partition(
                 None if key is None else entry.parts[1], expected_offset
@@ -682,7 +683,7 @@ class Producer(ProcessBound):
             # wakes up strands nobody behind it. Under the guard, as settle links the chain
             # (see there): a caller that gave up is either left out of it, or passes it on.
             with standing.guard:
-                coalesce.pass_on(entry)
+                group_commit.pass_on(entry)
         return entry.answer()
 
     def _standing_of(self, partition: object) -> _Standing:
@@ -711,7 +712,7 @@ class Producer(ProcessBound):
             elif not standing.queue:
                 # Taken by a call that did not answer it: cannot happen (an interrupted call
                 # answers or requeues what it took), but never spin on an empty queue.
-                coalesce.fail([entry], self._carried_unknown(standing.pk.partition), self._give)
+                group_commit.fail([entry], self._carried_unknown(standing.pk.partition), self._give)
                 break
             await self._send_next(standing)
 
@@ -727,14 +728,14 @@ class Producer(ProcessBound):
         head = standing.to_wake
         assert head is not None
         standing.to_wake = None
-        end = coalesce.ChainEnd(runtime.Signal())
+        end = group_commit.ChainEnd(runtime.Signal())
         with standing.guard:
             chain, tail = [head], head
             while tail.then is not None:
                 tail = tail.then
                 chain.append(tail)
             tail.then = end
-        coalesce.wake(head)
+        group_commit.wake(head)
         if not await end.event.wait(_CHAIN_WAIT):
             # Not all of them ran in time: slow to be scheduled, or one was interrupted
             # (Ctrl-C) before it passed the chain on. Wake them all now (a caller woken
@@ -762,7 +763,7 @@ class Producer(ProcessBound):
         head = standing.to_wake
         if head is not None:
             standing.to_wake = None
-            coalesce.wake(head)
+            group_commit.wake(head)
 
     def _wake_head(self, standing: _Standing) -> None:
         """After the partition's lock is let go: give the send_async() answers kept, and
@@ -808,7 +809,7 @@ class Producer(ProcessBound):
         if self._moves(standing):
             self._adopt_pid(standing)  # a fresh PID was taken on another partition
         with standing.guard:
-            group = coalesce.take_group(standing.queue, self.topic.limits, runtime.claim_future)
+            group = group_commit.take_group(standing.queue, self.topic.limits, runtime.claim_future)
         if not group:
             return
         done = _Progress()
@@ -822,7 +823,7 @@ class Producer(ProcessBound):
 
     async def _send_group(self, standing: _Standing, group: list[Entry], done: _Progress) -> None:
         topic = self.topic
-        batch = coalesce.merge_batches(group)
+        batch = group_commit.merge_batches(group)
         p = standing.pk.partition
         idempotent = self.idempotent
         fresh_pid = False
@@ -915,7 +916,7 @@ class Producer(ProcessBound):
             # ever (a copy job resumed from an older state skips what the error names).
             standing.next_sequence += done.batch.count
         error = exc if isinstance(exc, FencingError) else self._carried_unknown(p)
-        coalesce.fail(group, error, self._give)
+        group_commit.fail(group, error, self._give)
         if isinstance(exc, (ProducerFenced, StateLost)):
             await self._fence(exc)
 
@@ -923,7 +924,7 @@ class Producer(ProcessBound):
         # A resend answered from the window reports the epoch the records carry.
         epoch = appended.epoch if appended.epoch >= 0 else standing.writer.epoch
         with standing.guard:  # (as pass_on: a caller giving up now is chained or not)
-            head = coalesce.settle(
+            head = group_commit.settle(
                 group,
                 topic=self.topic.name,
                 partition=standing.pk.partition,
@@ -1001,7 +1002,7 @@ class Producer(ProcessBound):
             return
         if not done.failed:
             self._set_pending(standing, done)
-        coalesce.fail(left, self._carried_unknown(standing.pk.partition), self._give)
+        group_commit.fail(left, self._carried_unknown(standing.pk.partition), self._give)
 
     def _set_pending(self, standing: _Standing, done: _Progress) -> None:
         sequenced, batch = done.sequenced, done.batch
@@ -1063,7 +1064,7 @@ class Producer(ProcessBound):
         with standing.guard:
             queued = [entry for entry in standing.queue if not entry.abandoned]
             standing.queue.clear()
-        coalesce.fail(queued, error, self._give)
+        group_commit.fail(queued, error, self._give)
 
     async def send_async(
         self,
@@ -1090,7 +1091,7 @@ class Producer(ProcessBound):
             await self.open()
         self._check_process()
         future: runtime.Future[RecordMetadata] = runtime.new_future()
-        entry = coalesce.encode_one(value, key, headers, self.topic.limits, future=future)
+        entry = group_commit.encode_one(value, key, headers, self.topic.limits, future=future)
         if partition is None:
             partition = self._choose_partition(None if key is None else entry.parts[1], None)
         standing = self._standing_of(partition)

@@ -12,10 +12,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from .. import protocol
+from .. import _protocol as protocol
+from .._record import Record
+from .._validate import check_int, read_limits
 from ..errors import InvalidArgument, StateLost
-from ..record import Record
-from ..validate import check_int, read_limits
 
 if TYPE_CHECKING:
     from .topic import StartOffset, Topic

@@ -1,6 +1,6 @@
 """Routing script calls on a Redis Cluster: each call goes to the primary of its keys' slot.
 
-Every script's keys share one hash tag (:mod:`fencing.keys`), so a call has one slot, and
+Every script's keys share one hash tag (:mod:`fencing._keys`), so a call has one slot, and
 the primary serving it is read from the cluster client's slot map. Each primary gets a
 script path of its own (:class:`ScriptConnections` over a pool for that node), so scripts
 are loaded per node (NOSCRIPT is answered by SCRIPT LOAD there, as on one server). A node
@@ -22,9 +22,9 @@ from typing import Any
 import redis.exceptions
 from redis.crc import key_slot
 
-from ..protocol.refusals import NotDelivered
-from ..runtime.tasks import cluster as runtime_cluster
-from ..runtime.tasks.connections import ScriptConnections
+from .._protocol.refusals import NotDelivered
+from .._runtime.tasks import cluster as runtime_cluster
+from .._runtime.tasks.connections import ScriptConnections
 
 
 class ClusterRoutes:

@@ -13,22 +13,23 @@ import secrets
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
-from .. import forks, protocol
+from .. import _forks as forks
+from .. import _protocol as protocol
+from .._keys import PartitionKeys, slot_of, validate_name
+from .._modes import AccessMode
+from .._partitioner import partition_for_key
+from .._protocol.topic import DEFAULT_DEDUP_WINDOW, MAX_DEDUP_WINDOW, PartitionInfo, TopicInfo
+from .._record import DEFAULT_LIMITS, Limits
+from .._runtime.tasks import primitives as runtime
+from .._state import ProducerState
+from .._validate import check_int, validate_state_ttl
 from ..errors import InvalidArgument, StateLost
-from ..keys import PartitionKeys, slot_of, validate_name
-from ..modes import AccessMode
-from ..partitioner import partition_for_key
-from ..protocol.topic import DEFAULT_DEDUP_WINDOW, MAX_DEDUP_WINDOW, PartitionInfo, TopicInfo
-from ..record import DEFAULT_LIMITS, Limits
-from ..runtime.tasks import primitives as runtime
-from ..state import ProducerState
-from ..validate import check_int, validate_state_ttl
 from .consumer import Consumer
 from .producer import Producer
 from .reader import Reader
 
 if TYPE_CHECKING:
-    from ..retry import RetryBudget
+    from .._retry import RetryBudget
     from .client import Client
     from .driver import Driver
 

@@ -24,8 +24,18 @@ import redis.exceptions
 from redis.retry import Retry
 from redis.backoff import NoBackoff
 
-from .. import forks
-from ..durability import Durability
+from .. import _forks as forks
+from .._durability import Durability
+from .._keys import Keys
+from .._record import DEFAULT_LIMITS
+from .._retry import TRANSIENT_ERRORS, RetryBudget
+from .._runtime.threads import cluster as runtime_cluster
+from .._runtime.threads import primitives as runtime
+from .._runtime.threads.keeper import Keeper
+from .._runtime.threads.notify import Notifier
+from .._settings import FencingSettings, load_settings
+from .._text import text as _text
+from .._urls import redis_from_url
 from ..errors import (
     ConfigurationError,
     InvalidArgumentType,
@@ -33,16 +43,6 @@ from ..errors import (
     StateLost,
     Unavailable,
 )
-from ..keys import Keys
-from ..record import DEFAULT_LIMITS
-from ..retry import TRANSIENT_ERRORS, RetryBudget
-from ..runtime.threads import cluster as runtime_cluster
-from ..runtime.threads import primitives as runtime
-from ..runtime.threads.keeper import Keeper
-from ..runtime.threads.notify import Notifier
-from ..settings import FencingSettings, load_settings
-from ..text import text as _text
-from ..urls import redis_from_url
 from .driver import Driver
 from .election import Election, Leadership
 from .ownership import Ownership
@@ -377,7 +377,7 @@ class Client:
                 connection_class=connection_class, max_connections=limit, **kwargs
             )
         client = redis.Redis(connection_pool=clone)
-        # Stream replies are parsed by fencing.protocol.topic, straight from the wire format:
+        # Stream replies are parsed by fencing._protocol.topic, straight from the wire format:
         # redis-py's per-entry dicts would cost more than the rest of a read.
         for command in ("XRANGE", "XREAD"):
             client.set_response_callback(command, _raw_reply)

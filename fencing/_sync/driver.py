@@ -11,7 +11,7 @@ EVALSHA refused with NOSCRIPT did not run). A connection whose call failed in an
 than an error reply is disconnected before it is used again, so a late reply can never be
 read as the answer to another call. Error
 replies of the library's scripts become typed exceptions through the call's own mapping;
-connection errors are retried within a :class:`~fencing.retry.RetryBudget`, and when the
+connection errors are retried within a :class:`~fencing._retry.RetryBudget`, and when the
 budget runs out a mutating call raises :class:`~fencing.errors.OutcomeUnknown`, a read-only
 one :class:`~fencing.errors.Unavailable`.
 
@@ -29,7 +29,20 @@ from typing import Any, TypeVar
 import redis
 import redis.exceptions
 
-from ..durability import Durability
+from .._durability import Durability
+from .._lua_loader import LuaScript
+from .._protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
+from .._protocol.refusals import (
+    NotDelivered,
+    is_redirect,
+    may_have_arrived,
+    server_refusal,
+    wrong_type_read,
+)
+from .._retry import TRANSIENT_ERRORS, RetryBudget
+from .._runtime.threads import cluster as runtime_cluster
+from .._runtime.threads import primitives as runtime
+from .._runtime.threads.connections import ScriptConnections
 from ..errors import (
     ConfigurationError,
     FencingError,
@@ -37,19 +50,6 @@ from ..errors import (
     OutcomeUnknown,
     Unavailable,
 )
-from ..lua_loader import LuaScript
-from ..protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
-from ..protocol.refusals import (
-    NotDelivered,
-    is_redirect,
-    may_have_arrived,
-    server_refusal,
-    wrong_type_read,
-)
-from ..retry import TRANSIENT_ERRORS, RetryBudget
-from ..runtime.threads import cluster as runtime_cluster
-from ..runtime.threads import primitives as runtime
-from ..runtime.threads.connections import ScriptConnections
 from .routes import ClusterRoutes
 
 _pack_command: Any  # hiredis's stub types it for one-element tuples only

@@ -40,8 +40,17 @@ import time
 from collections.abc import Iterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from .. import forks, protocol
-from ..durability import Durability
+from .. import _forks as forks
+from .. import _protocol as protocol
+from .._durability import Durability
+from .._grant import Grant
+from .._keys import ELECTION_GROUP, validate_label, validate_name
+from .._process import ProcessBound
+from .._protocol.election import ElectionKeys, LeaderInfo
+from .._protocol.ownership import Seen
+from .._runtime.threads import primitives as runtime
+from .._runtime.threads.notify import publish
+from .._validate import RECHECK_INTERVAL, callback_arg, seconds_arg, validate_ttl
 from ..errors import (
     Fenced,
     FencingError,
@@ -51,19 +60,11 @@ from ..errors import (
     StateLost,
     Unavailable,
 )
-from ..grant import Grant
-from ..keys import ELECTION_GROUP, validate_label, validate_name
-from ..process import ProcessBound
-from ..protocol.election import ElectionKeys, LeaderInfo
-from ..protocol.ownership import Seen
-from ..runtime.threads import primitives as runtime
-from ..runtime.threads.notify import publish
-from ..validate import RECHECK_INTERVAL, callback_arg, seconds_arg, validate_ttl
 from .ownership import Ownership
 
 if TYPE_CHECKING:
-    from ..retry import RetryBudget
-    from ..runtime.threads.keeper import Task
+    from .._retry import RetryBudget
+    from .._runtime.threads.keeper import Task
     from .client import Client
 
 log = logging.getLogger(__name__)

@@ -36,6 +36,12 @@ from .._async.ownership import Ownership
 from .._async.producer import Producer
 from .._async.reader import Reader
 from .._async.topic import Topic
+from .._grant import Grant
+from .._modes import AccessMode
+from .._protocol.election import LeaderInfo
+from .._record import Record, RecordMetadata
+from .._settings import FencingSettings
+from .._state import ProducerState
 from ..errors import (
     CheckpointReset,
     ConfigurationError,
@@ -65,12 +71,6 @@ from ..errors import (
     UnknownTopic,
     WrongKeyType,
 )
-from ..grant import Grant
-from ..modes import AccessMode
-from ..protocol.election import LeaderInfo
-from ..record import Record, RecordMetadata
-from ..settings import FencingSettings
-from ..state import ProducerState
 
 __all__ = [
     "AccessMode",

@@ -34,9 +34,9 @@ from typing import TextIO
 
 import redis.exceptions
 
+from .._urls import redact
 from ..embedded import EmbeddedServer
 from ..errors import FencingError, InvalidArgument, Unavailable
-from ..urls import redact
 from . import plot
 from .board import Board
 from .scenario import DEFAULT, QUICK, WORKERS, Scenario, terminate_on_sigterm

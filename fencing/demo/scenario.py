@@ -48,10 +48,10 @@ from urllib.parse import urlsplit
 import redis
 
 import fencing
+from fencing._keys import Keys
+from fencing._lua_loader import script
 from fencing.errors import OutcomeUnknown
 from fencing.faults import Proxy
-from fencing.keys import Keys
-from fencing.lua_loader import script
 from fencing.verify import Attempt, LogReport, verify_log
 
 from .board import AttemptRecord, Board, ScenarioError

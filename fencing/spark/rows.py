@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._partitioner import partition_for_key
+from .._record import encode_headers
 from ..errors import InvalidArgument, InvalidArgumentType
-from ..partitioner import partition_for_key
-from ..record import encode_headers
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from .. import _protocol as protocol
 from .. import errors as _errors
-from .. import protocol
+from .._keys import validate_name
+from .._protocol.sink import Lineage
 from .._sync.client import Client
 from .._sync.topic import Topic
+from .._validate import check_int
 from ..errors import (
     CheckpointReset,
     ConfigurationError,
@@ -27,9 +30,6 @@ from ..errors import (
     SinkError,
     StateLost,
 )
-from ..keys import validate_name
-from ..protocol.sink import Lineage
-from ..validate import check_int
 from .rows import RowLayout
 from .writer import PartitionResult, SinkConfig, verify_partition, write_partition
 

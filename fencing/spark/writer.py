@@ -3,7 +3,7 @@
 Runs inside Spark tasks (``mapPartitionsWithIndex``), never on the driver's rows: each Python
 worker keeps one :class:`~fencing.Client` and one SHARED producer per (url, namespace,
 topic), made on first use and reused by every later task of that worker. The functions here
-take only picklable arguments (:class:`SinkConfig`, :class:`~fencing.protocol.sink.Lineage`).
+take only picklable arguments (:class:`SinkConfig`, :class:`~fencing._protocol.sink.Lineage`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import protocol
+from .. import _protocol as protocol
+from .._protocol.sink import CHAIN_START, Chunk, Lineage, chain
+from .._protocol.topic import EncodedBatch
 from .._sync.client import Client
 from .._sync.producer import Producer
 from .._sync.topic import Topic
-from ..protocol.sink import CHAIN_START, Chunk, Lineage, chain
-from ..protocol.topic import EncodedBatch
 from .rows import RowLayout, encode_row
 
 

@@ -1,6 +1,6 @@
 --[[
-  Helpers shared by every script. Included at load time by fencing/lua_loader.py, which also
-  writes every E.<CODE> as the string literal of that code (checked against fencing/codes.py).
+  Helpers shared by every script. Included at load time by fencing/_lua_loader.py, which also
+  writes every E.<CODE> as the string literal of that code (checked against fencing/_codes.py).
 ]]
 
 -- Fail with "<CODE> <field> ...": protocol.py turns this into the typed exception.

@@ -32,7 +32,7 @@
     same PID from a producer-id counter that went backwards (a failover lost the INCR):
     STATE_LOST, never a batch silently dropped as another producer's "duplicate".
 
-  fencing/protocol/producer.py (decode_pid_state) reads the same formats.
+  fencing/_protocol/producer.py (decode_pid_state) reads the same formats.
 ]]
 
 local MAX_EXPIRE = 10

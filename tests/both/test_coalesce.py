@@ -16,8 +16,8 @@ import pytest
 
 import fencing
 from fencing import AccessMode
+from fencing._lua_loader import script
 from fencing.faults import Proxy
-from fencing.lua_loader import script
 from fencing.verify import Attempt, verify_log
 
 from .coalescing import Held, read_all, result_of, script_calls

@@ -16,8 +16,8 @@ import redis
 
 import fencing
 from fencing import AccessMode
+from fencing._lua_loader import script
 from fencing.faults import Proxy
-from fencing.lua_loader import script
 from fencing.verify import Attempt, verify_log
 
 from ..conftest import ServerInfo

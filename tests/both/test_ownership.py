@@ -11,9 +11,9 @@ import redis
 import redis.cluster
 
 import fencing
+from fencing._lua_loader import script
+from fencing._text import text
 from fencing.faults import Proxy
-from fencing.lua_loader import script
-from fencing.text import text
 
 from ..conftest import ServerInfo
 from .flavors import Api

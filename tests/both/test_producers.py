@@ -12,7 +12,7 @@ import redis.cluster
 import fencing
 import fencing.aio
 from fencing import AccessMode
-from fencing.protocol.producer import decode_pid_state
+from fencing._protocol.producer import decode_pid_state
 from fencing.verify import Attempt, verify_log
 
 from .flavors import Api

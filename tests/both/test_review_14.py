@@ -15,7 +15,7 @@ import pytest
 
 import fencing
 from fencing import AccessMode, ProducerBusy
-from fencing.keys import slot_of
+from fencing._keys import slot_of
 
 from .flavors import Api
 

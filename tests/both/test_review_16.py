@@ -32,10 +32,10 @@ import pytest
 import redis
 
 import fencing
-import fencing.coalesce
+import fencing._group_commit
 from fencing import AccessMode
+from fencing._lua_loader import script
 from fencing.faults import Proxy
-from fencing.lua_loader import script
 from fencing.verify import Attempt, verify_log
 
 from ..conftest import ServerInfo
@@ -654,8 +654,8 @@ def test_an_interrupt_of_the_leader_outside_the_call_leaves_no_caller_hanging(
     taken: list[list[Any]] = []
     entered = threading.Event()
     release = threading.Event()
-    original_take = fencing.coalesce.take_group
-    original = getattr(fencing.coalesce, window)
+    original_take = fencing._group_commit.take_group
+    original = getattr(fencing._group_commit, window)
 
     def take(*args: Any) -> Any:
         group = original_take(*args)
@@ -670,8 +670,8 @@ def test_an_interrupt_of_the_leader_outside_the_call_leaves_no_caller_hanging(
                 pass  # pure Python: the asynchronous exception lands here
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(fencing.coalesce, "take_group", take)
-    monkeypatch.setattr(fencing.coalesce, window, slow)
+    monkeypatch.setattr(fencing._group_commit, "take_group", take)
+    monkeypatch.setattr(fencing._group_commit, window, slow)
     answers: dict[int, list[object]] = {i: [] for i in range(5)}
     leader: list[threading.Thread] = []
 
@@ -1162,7 +1162,7 @@ def test_a_blocking_send_from_a_future_callback_does_not_deadlock_the_sender(
     producer stays pending and flush()/close() hang. (flush() from a callback deadlocks the
     same way, on the non-reentrant lock.)
 
-    Fix (fencing/_async/producer.py ``_send_next`` / fencing/coalesce.py ``settle``/``fail``):
+    Fix (fencing/_async/producer.py ``_send_next`` / fencing/_group_commit.py ``settle``/``fail``):
     set futures' results after the partition's lock is let go (collect them, settle
     outside), or have a send() made by the lock's holder thread refuse at once."""
     topic = client.topic("t", partitions=1)

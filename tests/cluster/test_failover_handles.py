@@ -32,9 +32,9 @@ import redis
 from redis.crc import key_slot
 
 import fencing
+from fencing._keys import Keys
+from fencing._protocol.election import ElectionKeys
 from fencing.embedded import EmbeddedCluster, EmbeddedServer
-from fencing.keys import Keys
-from fencing.protocol.election import ElectionKeys
 
 from ..both.flavors import Api
 

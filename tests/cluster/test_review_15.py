@@ -22,9 +22,9 @@ from redis.crc import key_slot
 
 import fencing
 import fencing.aio
+from fencing._keys import Keys
 from fencing.acl import SINCE_7_2, acl_rule
 from fencing.embedded import EmbeddedCluster, EmbeddedServer
-from fencing.keys import Keys
 
 pytestmark = pytest.mark.skipif(
     bool(os.environ.get("FENCING_TEST_CLUSTER_URL")), reason="starts and kills its own servers"

@@ -35,10 +35,10 @@ from redis.crc import key_slot
 import fencing
 import fencing.aio
 from fencing import AccessMode
+from fencing._keys import ELECTION_GROUP, Keys
+from fencing._runtime.tasks import notify as tasks_notify
+from fencing._runtime.threads import notify as threads_notify
 from fencing.embedded import EmbeddedCluster
-from fencing.keys import ELECTION_GROUP, Keys
-from fencing.runtime.tasks import notify as tasks_notify
-from fencing.runtime.threads import notify as threads_notify
 
 pytestmark = pytest.mark.skipif(
     bool(os.environ.get("FENCING_TEST_CLUSTER_URL")),

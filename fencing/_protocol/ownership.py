@@ -6,6 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._grant import Grant
+from .._keys import Keys
+from .._lua_loader import script
+from .._text import text as _text
 from ..errors import (
     Fenced,
     FencingError,
@@ -14,10 +18,6 @@ from ..errors import (
     StaleGeneration,
     StateLost,
 )
-from ..grant import Grant
-from ..keys import Keys
-from ..lua_loader import script
-from ..text import text as _text
 from .base import ErrorReply, ReadCall, ScriptCall, generic_error
 
 

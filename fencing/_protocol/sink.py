@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._keys import PartitionKeys
+from .._lua_loader import script
+from .._text import text
 from ..errors import CheckpointReset, FencingError, NondeterministicBatch, SinkError
-from ..keys import PartitionKeys
-from ..lua_loader import script
-from ..text import text
 from .base import ErrorReply, ScriptCall
 from .producer import producer_errors
 from .topic import EncodedBatch, Writer

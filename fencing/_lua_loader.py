@@ -2,7 +2,7 @@
 
 Each atomic operation is one file ``<name>-<NKEYS>.lua``. Lines ``--- @include "x"`` pull in
 ``include/x.lua`` (once per script, however often named). Scripts name error codes as
-``E.<CODE>``; the loader checks each against the table of :mod:`fencing.codes` (a script
+``E.<CODE>``; the loader checks each against the table of :mod:`fencing._codes` (a script
 that names a code missing from it is refused at load time) and writes it as the string
 literal ``"<CODE>"``, so no script builds a table of codes on every call. A helper of an
 include that the script never names is left out (:func:`drop_unused`): Lua creates a closure
@@ -22,7 +22,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from .codes import CODES
+from ._codes import CODES
 
 _FILE_RE = re.compile(r"(?P<name>[a-z][a-z0-9_]*)-(?P<nkeys>\d+)\.lua")
 _INCLUDE_RE = re.compile(r'^--- @include "(?P<name>[a-z_]+)"\s*$', re.MULTILINE)
@@ -90,7 +90,7 @@ def _build(name: str, nkeys: int, text: str, folder: Traversable) -> LuaScript:
     body = drop_unused(_resolve_includes(text, folder, set()))
     unknown = sorted(set(_CODE_USE_RE.findall(body)) - set(CODES))
     if unknown:
-        raise ValueError(f"script {name} uses error codes missing from fencing.codes: {unknown}")
+        raise ValueError(f"script {name} uses error codes missing from fencing._codes: {unknown}")
     return LuaScript(name=name, nkeys=nkeys, source=resolve_codes(body))
 
 

@@ -1,5 +1,5 @@
 """Redis Cluster, asyncio flavour: what ``redis.asyncio.cluster.RedisCluster`` calls
-differently from the sync client (see :mod:`fencing.runtime.threads.cluster`, same names)."""
+differently from the sync client (see :mod:`fencing._runtime.threads.cluster`, same names)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ... import forks
+from ... import _forks as forks
 
 log = logging.getLogger(__name__)
 

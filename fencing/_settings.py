@@ -7,8 +7,8 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ._keys import validate_name
 from .errors import FencingError, InvalidArgument, InvalidArgumentType
-from .keys import validate_name
 
 
 class FencingSettings(BaseSettings):

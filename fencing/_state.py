@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ._keys import validate_name
 from .errors import FencingError, InvalidArgument, InvalidArgumentType
-from .keys import validate_name
 
 #: The largest integer the scripts hold exactly (Lua numbers are doubles): 2**53 - 1.
 MAX_INT = 2**53 - 1

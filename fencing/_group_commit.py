@@ -18,8 +18,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from .protocol.topic import EncodedBatch, batch_digest, encode_batch
-from .record import Limits, Record, RecordMetadata, placed, to_bytes
+from ._protocol.topic import EncodedBatch, batch_digest, encode_batch
+from ._record import Limits, Record, RecordMetadata, placed, to_bytes
 
 
 class Entry:

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ..codes import CODES
+from .._codes import CODES
+from .._lua_loader import LuaScript
 from ..errors import FencingError, WrongKeyType
-from ..lua_loader import LuaScript
 
 T = TypeVar("T")
 

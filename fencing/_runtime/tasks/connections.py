@@ -1,6 +1,6 @@
 """Connections for the asyncio script path: reused from a stack over a pool of their own.
 
-The asyncio twin of :mod:`fencing.runtime.threads.connections` (read its docstring for
+The asyncio twin of :mod:`fencing._runtime.threads.connections` (read its docstring for
 why): a connection taken back from the stack is checked for stray bytes or EOF before it
 is written to, one that failed mid-call is disconnected, and clients with a
 ``credential_provider`` (or a pool shared with other commands) go through the pool on
@@ -18,7 +18,7 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 
-from ... import process
+from ... import _process as process
 from .primitives import wait_event
 
 

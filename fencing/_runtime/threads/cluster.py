@@ -1,5 +1,5 @@
 """Redis Cluster, sync flavour: what redis-py's ``RedisCluster`` calls differently from
-``redis.asyncio.cluster`` (see :mod:`fencing.runtime.tasks.cluster`, same names)."""
+``redis.asyncio.cluster`` (see :mod:`fencing._runtime.tasks.cluster`, same names)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One pub/sub listener per asyncio client, shared by every handle.
 
-The asyncio twin of :mod:`fencing.runtime.threads.notify`, with the same contract:
+The asyncio twin of :mod:`fencing._runtime.threads.notify`, with the same contract:
 handles subscribe to channels and get a callback (and a wake-up) per message;
 notifications only make things prompt (every decision is still made by a script), so a
 lost message costs latency, never safety; after a reconnect (a connection lost, a failover,
@@ -10,7 +10,7 @@ missed something"). ``async with notifier.subscribe(ch) as sub`` returns once th
 confirmed the subscription (bounded), so a release published after that cannot be missed.
 
 Channels are sharded (SSUBSCRIBE; plain SUBSCRIBE where the server refuses it, see
-:mod:`fencing.runtime.subscriber`): one pub/sub connection to a single server, or on a
+:mod:`fencing._runtime.subscriber`): one pub/sub connection to a single server, or on a
 cluster one per primary serving a subscribed channel's slot. One task per connection reads
 it; one task, the listener, brings the subscriptions up to the wanted channels (SUBSCRIBE
 and UNSUBSCRIBE under a lock, which asyncio allows beside the pending read).
@@ -28,8 +28,8 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 
-from ...keys import slot_of
-from ...text import text as _text
+from ..._keys import slot_of
+from ..._text import text as _text
 from ..subscriber import Callback, Node, Subscriber, by_slot, refuses_sharded
 from . import cluster as runtime_cluster
 from .primitives import wait_event

@@ -4,7 +4,7 @@ Handles subscribe to channels (a session's "severed" channel, a resource's "rele
 channel) and get a callback per message. One daemon thread serves the whole client, with
 one pub/sub connection to a single server, or on a cluster one per primary serving a
 subscribed channel's slot: channels are sharded (SSUBSCRIBE; plain SUBSCRIBE where the
-server refuses it, see :mod:`fencing.runtime.subscriber`). Notifications only make things
+server refuses it, see :mod:`fencing._runtime.subscriber`). Notifications only make things
 prompt: every decision is still made by a script, so a lost message costs latency, never
 safety. After a reconnect (a connection lost, a failover, a slot moved: the slots are
 mapped again and each channel subscribed where it is served now) every subscriber of the
@@ -33,9 +33,9 @@ import redis
 import redis.client
 import redis.exceptions
 
-from ... import forks
-from ...keys import slot_of
-from ...text import text as _text
+from ... import _forks as forks
+from ..._keys import slot_of
+from ..._text import text as _text
 from ..subscriber import Callback, Node, Subscriber, by_slot, refuses_sharded
 from . import cluster as runtime_cluster
 

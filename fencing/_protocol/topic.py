@@ -8,6 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._keys import PartitionKeys
+from .._lua_loader import script
+from .._record import DEFAULT_LIMITS, EMPTY_HEADERS, Limits, Record, decode_headers, encode_headers
+from .._text import text
 from ..errors import (
     DuplicateSequence,
     FencingError,
@@ -18,10 +22,6 @@ from ..errors import (
     StateLost,
     UnknownTopic,
 )
-from ..keys import PartitionKeys
-from ..lua_loader import script
-from ..record import DEFAULT_LIMITS, EMPTY_HEADERS, Limits, Record, decode_headers, encode_headers
-from ..text import text
 from .base import Command, ErrorReply, ReadCall, ScriptArg, ScriptCall, generic_error
 
 #: Producer state expiry of topics created before it was kept in their metadata (the Lua
@@ -310,7 +310,7 @@ def encode_batch(
 
     The checksum is the records' digest (:func:`batch_digest`). ``checksum=False``
     leaves it empty: a send queued for group commit gets the merged batch's
-    (:func:`fencing.coalesce.merge_batches`).
+    (:func:`fencing._group_commit.merge_batches`).
     """
     layout: list[str] = []
     parts: list[bytes] = []

@@ -42,7 +42,7 @@ from typing import Any
 import redis
 import redis.exceptions
 
-from ... import process
+from ... import _process as process
 
 
 class ScriptConnections:

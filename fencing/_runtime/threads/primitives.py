@@ -1,6 +1,6 @@
 """The sync flavour's runtime: threads, ``threading`` primitives, blocking sockets.
 
-See :mod:`fencing.runtime` for the interface it shares with :mod:`fencing.runtime.tasks`.
+See :mod:`fencing._runtime` for the interface it shares with :mod:`fencing._runtime.tasks`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ T = TypeVar("T")
 #: value itself (``Later[Grant]`` is ``Grant`` here, a coroutine of it under asyncio).
 Later = Annotated[T, "returned at once"]
 
-#: False here, True in :mod:`fencing.runtime.tasks`.
+#: False here, True in :mod:`fencing._runtime.tasks`.
 IS_ASYNC = False
 
 Event = threading.Event

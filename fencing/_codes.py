@@ -3,7 +3,7 @@
 A script fails with ``redis.error_reply("<CODE> <field> <field> ...")``. The loader generates
 the Lua table ``E`` (``E.FENCED == "FENCED"``) from :data:`CODES` and prepends it to every
 script, and refuses to load a script that names a code missing here, so the two sides
-cannot drift. :mod:`fencing.protocol` turns a reply back into the exception named here,
+cannot drift. :mod:`fencing._protocol` turns a reply back into the exception named here,
 with the fields as attributes.
 
 Fields are separated by single spaces; the last field of a code takes the rest of the

@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .._keys import PartitionKeys
+from .._lua_loader import script
+from .._text import text
 from ..errors import (
     DuplicateSequence,
     FencingError,
@@ -14,9 +17,6 @@ from ..errors import (
     ProducerFenced,
     UnknownProducerId,
 )
-from ..keys import PartitionKeys
-from ..lua_loader import script
-from ..text import text
 from .base import ErrorReply, ScriptCall, generic_error
 from .topic import DEFAULT_DEDUP_WINDOW, partition_errors, topic_errors
 

@@ -1,6 +1,6 @@
 """The asyncio flavour's runtime: tasks, ``asyncio`` primitives, ``redis.asyncio``.
 
-See :mod:`fencing.runtime` for the interface it shares with :mod:`fencing.runtime.threads`.
+See :mod:`fencing._runtime` for the interface it shares with :mod:`fencing._runtime.threads`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ T = TypeVar("T")
 #: here, the value itself in the sync code.
 Later = Coroutine[Any, Any, T]
 
-#: True here, False in :mod:`fencing.runtime.threads`.
+#: True here, False in :mod:`fencing._runtime.threads`.
 IS_ASYNC = True
 
 Event = asyncio.Event

@@ -1,10 +1,10 @@
 """What a pub/sub subscriber is, in both flavours: a channel, a callback and a wake-up flag;
 and where a channel is subscribed.
 
-The notifiers (:mod:`fencing.runtime.threads.notify`, :mod:`fencing.runtime.tasks.notify`)
+The notifiers (:mod:`fencing._runtime.threads.notify`, :mod:`fencing._runtime.tasks.notify`)
 deliver each message through :meth:`Subscriber._deliver`; each flavour adds how to wait.
 
-Every channel carries the hash tag of its resource (:mod:`fencing.keys`), and the scripts
+Every channel carries the hash tag of its resource (:mod:`fencing._keys`), and the scripts
 publish with SPUBLISH (sharded pub/sub) where the server allows it. So the notifiers
 subscribe with SSUBSCRIBE, on a cluster on the primary serving the channel's slot (one
 pub/sub connection per primary that has subscriptions); a server that refuses SSUBSCRIBE
@@ -20,9 +20,9 @@ from typing import Any
 
 import redis.exceptions
 
-from ..keys import slot_of
+from .._keys import slot_of
 
-log = logging.getLogger("fencing.runtime.notify")
+log = logging.getLogger("fencing._runtime.notify")
 
 Callback = Callable[[bytes | None], None]
 

@@ -1,4 +1,4 @@
-"""Checks of plain arguments shared by the handles (names live in :mod:`fencing.keys`)."""
+"""Checks of plain arguments shared by the handles (names live in :mod:`fencing._keys`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ._keys import validate_resource
 from .errors import InvalidArgument, InvalidArgumentType
-from .keys import validate_resource
 
 
 def check_int(what: str, value: object, *, minimum: int = 0) -> int:

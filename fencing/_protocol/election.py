@@ -1,7 +1,7 @@
 """Script calls of leader election: who leads, and the candidates' register. No I/O.
 
 Winning, keeping and losing a term are ownership-table calls
-(:mod:`fencing.protocol.ownership`) on the row (``"__election__"``, name); this module adds
+(:mod:`fencing._protocol.ownership`) on the row (``"__election__"``, name); this module adds
 the read-only view of that row and the register of waiting candidates that operators see.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..keys import ELECTION_GROUP, Keys
-from ..lua_loader import script
-from ..text import text as _text
+from .._keys import ELECTION_GROUP, Keys
+from .._lua_loader import script
+from .._text import text as _text
 from .base import ScriptCall, generic_error
 from .ownership import Target
 

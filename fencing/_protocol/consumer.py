@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._grant import Grant
+from .._keys import PartitionKeys
+from .._lua_loader import script
 from ..errors import FencingError, StateLost, WrongKeyType
-from ..grant import Grant
-from ..keys import PartitionKeys
-from ..lua_loader import script
 from .base import Command, ErrorReply, ReadCall, ScriptCall
 from .ownership import Target
 from .ownership import _errors as ownership_errors

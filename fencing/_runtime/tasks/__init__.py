@@ -1,0 +1,1 @@
+"""The asyncio flavour's runtime: tasks, ``redis.asyncio`` (see :mod:`fencing._runtime`)."""

@@ -1,0 +1,1 @@
+"""The sync flavour's runtime: threads, blocking sockets (see :mod:`fencing._runtime`)."""

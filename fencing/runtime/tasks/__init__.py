@@ -1,1 +1,0 @@
-"""The asyncio flavour's runtime: tasks, ``redis.asyncio`` (see :mod:`fencing.runtime`)."""

@@ -1,1 +1,0 @@
-"""The sync flavour's runtime: threads, blocking sockets (see :mod:`fencing.runtime`)."""
