@@ -10,13 +10,12 @@ See the README for the guarantees, the API and the failure modes.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 from ._grant import Grant
 from ._modes import AccessMode
 from ._protocol.election import LeaderInfo
 from ._record import Record, RecordMetadata
-from ._settings import FencingSettings
 from ._state import ProducerState
 from ._sync.client import Client
 from ._sync.consumer import Consumer
@@ -55,10 +54,31 @@ from .errors import (
     WrongKeyType,
 )
 
-try:
-    __version__ = version("redis-fencing")
-except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-    __version__ = "0+unknown"
+if TYPE_CHECKING:
+    from ._settings import FencingSettings
+
+    __version__: str
+
+
+def __getattr__(name: str) -> Any:
+    """Load what a plain ``import fencing`` does not need until it is asked for.
+
+    The settings model pulls in pydantic, and the version reads the installed package's
+    metadata: together about half the cost of the import, which every CLI call would pay.
+    """
+    if name == "FencingSettings":
+        from ._settings import FencingSettings  # noqa: PLC0415 - lazy: pydantic loads when used
+
+        return FencingSettings
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 - lazy
+
+        try:
+            return version("redis-fencing")
+        except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+            return "0+unknown"
+    raise AttributeError(f"module 'fencing' has no attribute {name!r}")
+
 
 __all__ = [
     "AccessMode",

@@ -29,6 +29,8 @@ Differences that asyncio imposes, and only those:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .._async.client import Client
 from .._async.consumer import Consumer
 from .._async.election import Election, Leadership
@@ -40,7 +42,6 @@ from .._grant import Grant
 from .._modes import AccessMode
 from .._protocol.election import LeaderInfo
 from .._record import Record, RecordMetadata
-from .._settings import FencingSettings
 from .._state import ProducerState
 from ..errors import (
     CheckpointReset,
@@ -71,6 +72,19 @@ from ..errors import (
     UnknownTopic,
     WrongKeyType,
 )
+
+if TYPE_CHECKING:
+    from .._settings import FencingSettings
+
+
+def __getattr__(name: str) -> Any:
+    """Load the settings model (and pydantic with it) only when it is asked for."""
+    if name == "FencingSettings":
+        from .._settings import FencingSettings  # noqa: PLC0415 - lazy: pydantic loads when used
+
+        return FencingSettings
+    raise AttributeError(f"module 'fencing.aio' has no attribute {name!r}")
+
 
 __all__ = [
     "AccessMode",
