@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import select
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -36,17 +34,14 @@ import redis.exceptions
 from ... import _forks as forks
 from ..._keys import slot_of
 from ..._text import text as _text
-from ..subscriber import Callback, Node, Subscriber, by_slot, refuses_sharded
+from ..subscriber import Callback, Node, Subscriber, refuses_sharded
 from . import cluster as runtime_cluster
+from .listener import RECONNECT_PAUSE, Link, Listener, wait_readable
 
 log = logging.getLogger(__name__)
 
 
 _POLL_SECONDS = 0.25
-_RECONNECT_PAUSE = 0.1
-#: Consecutive failures double the pause before the next reconnect, up to this (a dead
-#: master is tried again, and the slots mapped again, until its replica is promoted).
-_MAX_RECONNECT_PAUSE = 1.0
 #: How long closing a channel's last subscription waits for the UNSUBSCRIBE to be confirmed.
 _LEAVE_SECONDS = 2.0
 #: How long :meth:`Notifier.close` waits for the listener thread (twice, see there).
@@ -82,178 +77,6 @@ class Subscription(Subscriber):
         self.close()
 
 
-class _Waker:
-    """A socket pair the listener waits on next to its connection; any thread may wake it.
-
-    :meth:`wake` never blocks (a full buffer means a wake is already pending).
-    """
-
-    def __init__(self) -> None:
-        self._reader, self._writer = socket.socketpair()
-        self._reader.setblocking(False)
-        self._writer.setblocking(False)
-
-    def fileno(self) -> int:
-        return self._reader.fileno()
-
-    def wake(self) -> None:
-        with contextlib.suppress(OSError):
-            self._writer.send(b"\0")
-
-    def drain(self) -> None:
-        with contextlib.suppress(OSError):
-            while self._reader.recv(4096):
-                pass
-
-    def close(self) -> None:
-        for sock in (self._reader, self._writer):
-            with contextlib.suppress(OSError):
-                sock.close()
-
-
-class _Link:
-    """A pub/sub connection to one node and what was subscribed on it. Only the listener
-    thread uses it.
-
-    A handshake on a mute connection can block (the pub/sub connection has no socket
-    timeout); that blocks the listener only, never a thread holding the notifier's lock.
-    """
-
-    __slots__ = (
-        "__weakref__",
-        "client",
-        "leaving",
-        "live",
-        "node",
-        "pending",
-        "pubsub",
-        "reconnected",
-        "sent",
-        "sharded",
-    )
-
-    def __init__(self, client: redis.Redis, node: Node, sharded: bool) -> None:
-        self.client = client
-        self.node = node
-        #: SSUBSCRIBE (sharded pub/sub) or SUBSCRIBE, for the connection's whole life.
-        self.sharded = sharded
-        self.pubsub: redis.client.PubSub = client.pubsub(ignore_subscribe_messages=False)  # type: ignore[no-untyped-call]
-        #: Channels a SUBSCRIBE was sent for (and no UNSUBSCRIBE since).
-        self.sent: set[str] = set()
-        #: SUBSCRIBEs sent per channel and not confirmed yet.
-        self.pending: dict[str, int] = {}
-        #: Channels in ``sent`` the server confirmed: their messages reach us.
-        self.live: set[str] = set()
-        #: UNSUBSCRIBEs sent per channel and not confirmed yet.
-        self.leaving: dict[str, int] = {}
-        #: Set if redis-py reconnected the connection underneath (and resubscribed by itself).
-        self.reconnected = False
-
-    def on_connect(self, _connection: object) -> None:
-        # Registered after the first connect, so only a reconnect inside redis-py calls it.
-        self.reconnected = True
-
-    def subscribe(self, channels: set[str]) -> None:
-        first = self.pubsub.connection is None
-        self.sent |= channels
-        for channel in channels:
-            self.pending[channel] = self.pending.get(channel, 0) + 1
-        if self.sharded:
-            for group in by_slot(channels):  # one slot per SSUBSCRIBE
-                self.pubsub.ssubscribe(*group)
-        else:
-            self.pubsub.subscribe(*sorted(channels))
-        if first and self.pubsub.connection is not None:
-            self.pubsub.connection.register_connect_callback(self.on_connect)
-
-    def unsubscribe(self, channels: set[str]) -> None:
-        self.sent -= channels
-        self.live -= channels
-        for channel in channels:
-            self.leaving[channel] = self.leaving.get(channel, 0) + 1
-        if self.sharded:
-            for group in by_slot(channels):
-                self.pubsub.sunsubscribe(*group)  # type: ignore[no-untyped-call]
-        else:
-            self.pubsub.unsubscribe(*sorted(channels))  # type: ignore[no-untyped-call]
-
-    def socket(self) -> socket.socket | None:
-        sock = getattr(self.pubsub.connection, "_sock", None)
-        return sock if isinstance(sock, socket.socket) else None
-
-    def close(self) -> None:
-        try:
-            self.pubsub.close()
-        except Exception:
-            log.debug("redis-fencing: closing a pubsub failed", exc_info=True)
-
-
-class _Listener:
-    """One listener thread and its own state (a new one after :meth:`Notifier.close`)."""
-
-    __slots__ = (
-        "backoff",
-        "dirty",
-        "links",
-        "remap",
-        "retry_at",
-        "sharded",
-        "stop",
-        "synced",
-        "thread",
-        "waker",
-    )
-
-    def __init__(self, notifier: Notifier) -> None:
-        self.stop = threading.Event()
-        self.waker = _Waker()
-        #: The listener's connections by node, (re)set under the notifier's lock. Other
-        #: threads only look at whether there are any (``_remove``) and at their sockets
-        #: (:meth:`abort`).
-        self.links: dict[Node, _Link] = {}
-        # The rest is the listener thread's own.
-        #: The notifier's ``_changes`` the subscriptions were last brought up to (-1: never).
-        self.synced = -1
-        #: A connection failed, or a node dropped a channel: sync again even if nothing
-        #: changed, once ``retry_at`` is reached.
-        self.dirty = False
-        self.retry_at = 0.0
-        self.backoff = _RECONNECT_PAUSE
-        #: Read the cluster's slot map again before the next sync.
-        self.remap = False
-        #: SSUBSCRIBE until a server refuses it, then SUBSCRIBE.
-        self.sharded = True
-        self.thread = threading.Thread(
-            target=notifier._run, args=(self,), name="fencing-notifier", daemon=True
-        )
-
-    def abort(self) -> None:
-        """Shut the listener's sockets down (from another thread): ends a blocking call."""
-        for link in list(self.links.values()):
-            sock = link.socket()
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-    def failed(self) -> None:
-        """Sync again after a pause that grows with each failure in a row."""
-        self.dirty = True
-        self.retry_at = time.monotonic() + self.backoff
-        self.backoff = min(2 * self.backoff, _MAX_RECONNECT_PAUSE)
-
-
-def _wait_readable(fds: list[int], timeout: float) -> set[int]:
-    """The fds of ``fds`` readable within ``timeout`` seconds (poll() where it exists:
-    select() fails on descriptors above FD_SETSIZE)."""
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        for fd in fds:
-            poller.register(fd, select.POLLIN)
-        return {fd for fd, _ in poller.poll(timeout * 1000)}
-    readable, _, _ = select.select(fds, [], [], timeout)
-    return set(readable)
-
-
 class Notifier:
     """A shared pub/sub listener. Thread-safe; started on the first subscription.
 
@@ -272,7 +95,7 @@ class Notifier:
         self._leaving: dict[str, list[threading.Event]] = {}
         #: Counts changes to the set of channels (``_subs``' keys): the listener syncs on one.
         self._changes = 0
-        self._listener: _Listener | None = None
+        self._listener: Listener | None = None
         forks.register(self)
 
     def _after_fork_in_child(self) -> None:
@@ -311,14 +134,14 @@ class Notifier:
             confirmed.wait(confirm_timeout)
         return sub
 
-    def _ensure_listener(self) -> _Listener:
+    def _ensure_listener(self) -> Listener:
         """The running listener, started if needed. Called under the lock."""
         listener = self._listener
         if listener is None or listener.stop.is_set() or not listener.thread.is_alive():
             if listener is not None:
                 listener.stop.set()
                 listener.waker.wake()
-            listener = self._listener = _Listener(self)
+            listener = self._listener = Listener(self._run)
             listener.thread.start()
         return listener
 
@@ -353,7 +176,7 @@ class Notifier:
 
     # -- the listener thread: the only one that touches a PubSub ---------------------------
 
-    def _run(self, listener: _Listener) -> None:
+    def _run(self, listener: Listener) -> None:
         missed: set[str] = set()  # channels whose subscribers get None once resubscribed
         try:
             while not listener.stop.is_set():
@@ -375,7 +198,7 @@ class Notifier:
                 if self._listener is not listener:
                     listener.waker.close()  # nobody wakes a replaced listener any more
 
-    def _drop(self, listener: _Listener, link: _Link) -> None:
+    def _drop(self, listener: Listener, link: Link) -> None:
         """Close one connection: its subscriptions are gone with it."""
         with self._lock:
             if listener.links.get(link.node) is link:
@@ -385,7 +208,7 @@ class Notifier:
             self._release([c for c in self._leaving if c not in leaving])
         link.close()
 
-    def _fail(self, listener: _Listener, link: _Link, exc: Exception, missed: set[str]) -> None:
+    def _fail(self, listener: Listener, link: Link, exc: Exception, missed: set[str]) -> None:
         """A connection failed (lost, reconnected underneath, an error reply): drop it, or
         all of them if the server refused sharded pub/sub (they start over with SUBSCRIBE);
         its channels' subscribers are told None once subscribed again, after the slots
@@ -414,7 +237,7 @@ class Notifier:
             routes.setdefault(node, set()).add(channel)
         return routes
 
-    def _sync(self, listener: _Listener, missed: set[str]) -> None:
+    def _sync(self, listener: Listener, missed: set[str]) -> None:
         """Subscribe to the wanted channels not subscribed yet, each on the node serving it;
         unsubscribe the others."""
         for link in list(listener.links.values()):
@@ -463,7 +286,7 @@ class Notifier:
                 continue
             if known is None:
                 client = self._client_factory() if node is None else self._client_factory(node)
-                known = _Link(client, node, listener.sharded)
+                known = Link(client, node, listener.sharded)
                 with self._lock:
                     listener.links[node] = known
             try:
@@ -491,14 +314,14 @@ class Notifier:
         if not listener.dirty:
             listener.synced = changes
 
-    def _listen(self, listener: _Listener, missed: set[str]) -> None:
+    def _listen(self, listener: Listener, missed: set[str]) -> None:
         """Handle what arrived, or wait until something comes, a wake-up, or
         ``_POLL_SECONDS`` (less when a reconnect is due sooner)."""
         timeout = _POLL_SECONDS
         if listener.dirty:
             timeout = max(0.0, min(timeout, listener.retry_at - time.monotonic()))
-        ready: list[_Link] = []
-        watched: dict[int, _Link] = {}
+        ready: list[Link] = []
+        watched: dict[int, Link] = {}
         for link in list(listener.links.values()):
             conn = link.pubsub.connection
             if conn is None:
@@ -517,7 +340,7 @@ class Notifier:
             else:
                 watched[sock.fileno()] = link
         if not ready:
-            readable = _wait_readable([listener.waker.fileno(), *watched], timeout)
+            readable = wait_readable([listener.waker.fileno(), *watched], timeout)
             if listener.waker.fileno() in readable:
                 listener.waker.drain()
             ready = [link for fd, link in watched.items() if fd in readable]
@@ -534,7 +357,7 @@ class Notifier:
                 self._dispatch(listener, link, missed, message)
 
     def _dispatch(
-        self, listener: _Listener, link: _Link, missed: set[str], message: dict[str, Any]
+        self, listener: Listener, link: Link, missed: set[str], message: dict[str, Any]
     ) -> None:
         channel = _text(message["channel"]) if message["channel"] is not None else ""
         kind = _text(message["type"])
@@ -546,7 +369,7 @@ class Notifier:
             if channel not in link.sent:
                 return
             link.live.add(channel)
-            listener.backoff = _RECONNECT_PAUSE
+            listener.backoff = RECONNECT_PAUSE
             with self._lock:
                 event = self._confirmed.get(channel)
                 if event is not None:
