@@ -26,7 +26,8 @@ import fencing
 from fencing import cli, demo
 from fencing.demo import plot
 from fencing.demo.board import AttemptRecord, Board
-from fencing.demo.scenario import QUICK, TOPIC_A, Scenario
+from fencing.demo.config import QUICK, TOPIC_A
+from fencing.demo.scenario import Scenario
 from fencing.demo.view import summary
 
 from .conftest import ServerInfo

@@ -39,7 +39,8 @@ from ..embedded import EmbeddedServer
 from ..errors import FencingError, InvalidArgument, Unavailable
 from . import plot
 from .board import Board
-from .scenario import DEFAULT, QUICK, WORKERS, Scenario, terminate_on_sigterm
+from .config import DEFAULT, QUICK, WORKERS
+from .scenario import Scenario, terminate_on_sigterm
 from .view import LiveView, PlainView, summary
 
 __all__ = ["add_arguments", "run"]
