@@ -39,7 +39,7 @@ import redis
 import redis.exceptions
 
 from . import __version__
-from . import inspect as insp
+from . import _inspection as insp
 from ._keys import ELECTION_GROUP, PRODUCER_GROUP, RESERVED_PREFIX, Keys, validate_name
 from ._modes import AccessMode
 from ._record import Record
