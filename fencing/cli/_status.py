@@ -1,0 +1,182 @@
+"""``fencing status``: a namespace (topics, elections, consumer groups) or a topic
+(partitions, offsets, epochs, holders, producers, waiters, PIDs and consumer groups).
+Read-only.
+
+>>> from fencing.cli import main
+>>> main(["status", "orders", "--partition", "0"])                    # doctest: +SKIP
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import TYPE_CHECKING
+
+from .. import _inspection as insp
+from ..errors import InvalidArgument
+from ._argtypes import partition
+from ._connect import connect
+from ._elections import print_elections
+from ._output import lease, print_json, table, when
+
+if TYPE_CHECKING:
+    from ._parser import AddCommand
+
+
+def register(add: AddCommand) -> None:
+    """Add ``status`` to the ``fencing`` parser."""
+    status = add(
+        "status",
+        "show a namespace (topics, elections, consumer groups) or a topic: partitions, "
+        "offsets, epochs, holders, producers, waiters, PIDs and consumer groups (read-only)",
+        "examples:\n  fencing status                          the whole namespace\n"
+        "  fencing status orders\n  fencing status orders --partition 0 --json\n"
+        "  fencing status orders --url redis://cache:6379/2 --namespace billing\n\n"
+        "Consumer groups of a topic (like kafka-consumer-groups.sh --describe): every group\n"
+        "with a committed offset or an ownership row (GROUP, 'TOPIC/P') on a partition, one\n"
+        "line per such partition:\n"
+        "  COMMITTED  the group's committed offset (the next offset it reads), - if none\n"
+        "  NEXT       the partition's next offset (its end)\n"
+        "  LAG        NEXT - COMMITTED; '(from start)' when nothing was committed: then\n"
+        "             NEXT - the first retained offset, where a consumer starts\n"
+        "  OWNER      the member holding the partition's row (state live, lapsed or free),\n"
+        "             its session, the row's fencing TOKEN and its LEASE\n"
+        "Without TOPIC: the topics, the elections (as 'fencing elections') and one line per\n"
+        "consumer group and topic with the total lag.\n\n"
+        "Leases are shown in ms left by the server's clock (TIME). Nothing is written.",
+        _status,
+    )
+    status.add_argument("topic", metavar="TOPIC", nargs="?", help="a topic (default: all)")
+    status.add_argument("-p", "--partition", type=partition, help="only this partition")
+
+
+def _status(args: argparse.Namespace) -> int:
+    if args.topic is None:
+        return _status_namespace(args)
+    wanted = None if args.partition is None else [args.partition]
+    with connect(args, read_only=True) as conn:
+        where = f"server {conn.where}"
+        status = insp.topic_status(conn.r, conn.keys, args.topic, wanted, where=where)
+        groups = insp.consumer_groups(conn.r, conn.keys, status.topic.name, wanted, where=where)
+    if args.json:
+        print_json(
+            {**dataclasses.asdict(status), "groups": [dataclasses.asdict(g) for g in groups]}
+        )
+        return 0
+    meta = status.topic
+    print(
+        f"topic {meta.name!r} in namespace {status.namespace!r}: {meta.partitions} "
+        f"partition(s), incarnation {meta.incarnation}, created {when(meta.created_ms)}"
+        + ("" if meta.ready else " (still being created)")
+    )
+    for p in status.partitions:
+        _print_partition(p)
+    _print_groups(groups)
+    return 0
+
+
+def _status_namespace(args: argparse.Namespace) -> int:
+    if args.partition is not None:
+        raise InvalidArgument("--partition needs a TOPIC: e.g. fencing status orders -p 0")
+    with connect(args, read_only=True) as conn:
+        status = insp.namespace_status(conn.r, conn.keys)
+    if args.json:
+        print_json(dataclasses.asdict(status))
+        return 0
+    names = {g.group for g in status.groups}
+    print(
+        f"namespace {status.namespace!r}: {len(status.topics)} topic(s), "
+        f"{len(status.elections)} election(s), {len(names)} consumer group(s)"
+    )
+    if status.topics:
+        print("topics:")
+        table(
+            ("TOPIC", "PARTITIONS", "CREATED", "STATE"),
+            [
+                (
+                    t.name,
+                    str(t.partitions),
+                    when(t.created_ms),
+                    "ready" if t.ready else "being created",
+                )
+                for t in status.topics
+            ],
+        )
+    else:
+        print("topics: none")
+    print_elections(status.elections, "elections:")
+    if status.groups:
+        print("consumer groups (details: fencing status TOPIC):")
+        rows = []
+        for g in status.groups:
+            from_start = sum(1 for gp in g.partitions if gp.lag_from == "start")
+            lag = f"{g.lag} ({from_start} from start)" if from_start else str(g.lag)
+            rows.append((g.group, g.topic, str(len(g.partitions)), str(g.owned), lag))
+        table(("GROUP", "TOPIC", "PARTITIONS", "OWNED", "LAG"), rows)
+    else:
+        print("consumer groups: none")
+    return 0
+
+
+def _print_groups(groups: list[insp.GroupStatus]) -> None:
+    if not groups:
+        print("consumer groups: none")
+        return
+    print(f"consumer groups: {len(groups)}")
+    rows: list[tuple[str, ...]] = []
+    notes: list[str] = []
+    for g in groups:
+        for gp in g.partitions:
+            committed = "-" if gp.committed_offset is None else str(gp.committed_offset)
+            lag = f"{gp.lag} (from start)" if gp.lag_from == "start" else str(gp.lag)
+            owner, state, session, token, left = "-", "-", "-", "-", "-"
+            if gp.owner is not None:
+                o = gp.owner
+                state, token = o.state, str(o.token)
+                if o.state != "free":
+                    owner, session, left = o.label, o.session[:8], lease(o.lease_left_ms)
+            offsets = (str(gp.partition), committed, str(gp.next_offset), lag)
+            rows.append((g.group, *offsets, owner, state, session, token, left))
+            if gp.note:
+                notes.append(f"  {g.group} partition {gp.partition}: {gp.note}")
+    header = ("GROUP", "PARTITION", "COMMITTED", "NEXT", "LAG", "OWNER", "STATE", "SESSION")
+    table((*header, "TOKEN", "LEASE"), rows)
+    for note in notes:
+        print(note)
+
+
+def _print_partition(p: insp.PartitionStatus) -> None:
+    if not p.present:
+        print(
+            f"partition {p.partition}: METADATA MISSING - the server lost state; every handle "
+            "on it raises StateLost"
+        )
+        return
+    limit = f", max_len {p.max_len}" if p.max_len else ""
+    print(
+        f"partition {p.partition}: start {p.start_offset}, next {p.next_offset}, "
+        f"{p.retained} record(s) retained{limit}"
+    )
+    holder = "none"
+    if p.holder is not None:
+        h = p.holder
+        holder = f"{h.label} (session {h.session[:8]}, lease {lease(h.lease_left_ms)})"
+    print(f"  epoch {p.epoch}, mode {p.mode}, holder {holder}")
+    live = sum(1 for s in p.shared if s.live)
+    shared = ", ".join(f"{s.session[:8]} ({lease(s.lease_left_ms)})" for s in p.shared)
+    print(
+        f"  shared producers: {live} live of {p.shared_count}" + (f": {shared}" if shared else "")
+    )
+    waiters = ", ".join(
+        f"{i}. {w.session[:8]} ({lease(w.lease_left_ms)})" for i, w in enumerate(p.waiters, 1)
+    )
+    print(f"  waiters (FIFO): {p.waiter_count}" + (f": {waiters}" if waiters else ""))
+    for pid in p.pids:
+        age = "never" if pid.last_write_age_ms is None else f"{pid.last_write_age_ms} ms ago"
+        print(
+            f"  pid {pid.pid}: generation {pid.generation}, last sequence {pid.last_sequence}, "
+            f"last write {age}, window {pid.window}" + (" (expired)" if pid.expired else "")
+        )
+    for name in p.names:
+        print(f"  name {name.name!r}: pid {name.pid}, generation {name.generation}")
