@@ -27,9 +27,9 @@ import sys
 from collections.abc import Sequence
 
 # One job per module: _parser (the parser and the common options), _argtypes (option types),
-# _connect (reaching the server and a topic), _output (printing), _exits (errors to exit
-# statuses), and one module per command: _status, _owners, _elections, _tail, _release,
-# _demo.
+# _connect (reaching the server and a topic), _client (the only reaches into a Client's
+# internals), _output (printing), _exits (errors to exit statuses), and one module per
+# command: _status, _owners, _elections, _tail, _release, _demo.
 from ._connect import TIMEOUT as TIMEOUT
 from ._demo import run_demo
 from ._exits import exit_status

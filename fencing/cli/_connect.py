@@ -21,6 +21,7 @@ from .._sync.client import Client
 from .._urls import redact
 from ..embedded import EmbeddedServer
 from ..errors import InvalidArgument, Unavailable
+from ._client import raw_redis
 
 #: Socket and connect timeout of the CLI's connections: a server that is down or a host
 #: that does not answer fails within about this long, with no retry loop.
@@ -39,12 +40,6 @@ class Conn:
     def keys(self) -> Keys:
         """The client's keys (its namespace)."""
         return self.client.keys
-
-
-def _raw_redis(client: Client) -> redis.Redis:
-    """A raw client on the library client's server (the one reach into its internals)."""
-    raw: redis.Redis = client._driver(TIMEOUT).redis
-    return raw
 
 
 @contextlib.contextmanager
@@ -73,7 +68,7 @@ def connect(args: argparse.Namespace, *, read_only: bool) -> Iterator[Conn]:
         )
         stack.callback(client.close)
         where = redact(client.settings.redis_url)
-        r = _raw_redis(client)
+        r = raw_redis(client, TIMEOUT)
         try:
             r.ping()
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from .. import _inspection as insp
 from .._keys import ELECTION_GROUP, PRODUCER_GROUP, RESERVED_PREFIX, validate_name
 from .._modes import AccessMode
-from .._sync.ownership import Ownership
 from ..errors import InvalidArgument
+from ._client import operator_ownership
 from ._connect import Conn, connect, existing_topic
 from ._output import print_json
 
@@ -109,7 +109,9 @@ def _release_rows(
             f"(namespace {conn.keys.namespace!r}); nothing was released. List the rows with "
             f"'{listing}'"
         )
-    owner = Ownership(conn.client, group, OPERATOR_LABEL, _RELEASE_TTL, _allow_reserved=election)
+    owner = operator_ownership(
+        conn.client, group, OPERATOR_LABEL, _RELEASE_TTL, allow_reserved=election
+    )
     with owner:
         grants = owner.claim(names, generation=0)
         released = owner.release(names)
