@@ -223,7 +223,7 @@ def test_a_chained_caller_interrupted_still_wakes_the_rest(client: fencing.Clien
     topic = client.topic("t", partitions=1)
     with topic.producer() as producer:
         producer.send(b"warm", partition=0)
-        real_pass_on = sync_producer.coalesce.pass_on
+        real_pass_on = sync_producer.group_commit.pass_on
         hit = threading.Event()
 
         def interrupting_pass_on(entry: Any) -> None:
@@ -233,7 +233,7 @@ def test_a_chained_caller_interrupted_still_wakes_the_rest(client: fencing.Clien
                 raise KeyboardInterrupt
             real_pass_on(entry)
 
-        sync_producer.coalesce.pass_on = interrupting_pass_on  # type: ignore[assignment]
+        sync_producer.group_commit.pass_on = interrupting_pass_on  # type: ignore[assignment]
         interrupted: list[int] = []
         answered: list[int] = []
         lock = threading.Lock()
@@ -255,7 +255,7 @@ def test_a_chained_caller_interrupted_still_wakes_the_rest(client: fencing.Clien
             workers = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(6)]
             _run_all(workers, "a chained caller was never woken")
         finally:
-            sync_producer.coalesce.pass_on = real_pass_on  # type: ignore[assignment]
+            sync_producer.group_commit.pass_on = real_pass_on  # type: ignore[assignment]
     assert hit.is_set(), "no chain formed: the test did not exercise it"
     assert len(interrupted) == 1 and len(answered) == 6 * 40 - 1
     # The interrupted send landed (it was answered before the interrupt): 240 records.
