@@ -9,10 +9,21 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from .. import __version__
+import fencing
+
 from . import _elections, _owners, _release, _status, _tail
+
+
+class _Version(argparse.Action):
+    """``--version``: reads the installed package's metadata only when asked for (argparse's
+    own action needs the string when the parser is built, which every call would pay)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
+        print(f"redis-fencing {fencing.__version__}")  # stdout, as argparse's own action
+        parser.exit()
+
 
 #: What runs a command: its parsed arguments to an exit status.
 Handler = Callable[[argparse.Namespace], int]
@@ -80,7 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_MAIN_EPILOG,
         formatter_class=raw,
     )
-    parser.add_argument("--version", action="version", version=f"redis-fencing {__version__}")
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="show program's version number and exit"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parents = [common()]
 
