@@ -16,7 +16,8 @@ from fencing._retry import RetryBudget
 from fencing._sync.driver import Driver as SyncDriver
 
 from .conftest import ServerInfo
-from .helpers import server_ms, wait_until
+from .support.clock import server_ms
+from .support.polling import wait_until
 
 
 def test_a_lost_first_batch_resolves_as_not_landed_and_can_never_land(client: Client) -> None:

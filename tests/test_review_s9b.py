@@ -32,7 +32,7 @@ from fencing.testing import memory_client, memory_redis, memory_server
 from fencing.verify import Attempt, verify_log
 
 from .conftest import ServerInfo
-from .fresh_pid_support import (
+from .support.fresh_pid import (
     APPEND,
     INCR,
     LEASE_TTL,

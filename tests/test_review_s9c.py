@@ -30,7 +30,7 @@ from fencing.faults import Proxy
 from fencing.testing import memory_client, memory_redis, memory_server
 
 from .conftest import ServerInfo
-from .fresh_pid_support import (
+from .support.fresh_pid import (
     APPEND,
     LEASE_TTL,
     SHORT_LEASE,

@@ -27,7 +27,7 @@ import redis
 import fencing
 from fencing.faults import Proxy
 
-from .fresh_pid_support import (
+from .support.fresh_pid import (
     APPEND,
     SHORT_LEASE,
     log,

@@ -34,7 +34,8 @@ from fencing._settings import FencingSettings, load_settings
 from fencing.faults import Proxy
 
 from .conftest import ServerInfo
-from .helpers import server_ms, wait_until
+from .support.clock import server_ms
+from .support.polling import wait_until
 
 APPEND = script("append").sha1.encode()
 RESOLVE = script("resolve").sha1.encode()

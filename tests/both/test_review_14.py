@@ -17,7 +17,7 @@ import fencing
 from fencing import AccessMode, ProducerBusy
 from fencing._keys import slot_of
 
-from .flavors import Api
+from ..support.flavours import Api
 
 
 async def _until(predicate: Any, timeout: float = 5.0) -> None:

@@ -14,10 +14,7 @@ import pytest
 
 from fencing.embedded import EmbeddedCluster
 
-from ..both.conftest import aio_api, api, pytest_pyfunc_call
 from ..conftest import KINDS, ServerInfo
-
-__all__ = ["aio_api", "api", "pytest_pyfunc_call"]
 
 EXTERNAL_CLUSTER = os.environ.get("FENCING_TEST_CLUSTER_URL")
 

@@ -36,7 +36,7 @@ from fencing._keys import Keys
 from fencing._protocol.election import ElectionKeys
 from fencing.embedded import EmbeddedCluster, EmbeddedServer
 
-from ..both.flavors import Api
+from ..support.flavours import Api
 
 T = TypeVar("T")
 

@@ -1,0 +1,157 @@
+"""Leases by server time: expiry, renew after expiry, waiting claims, severed notifications."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+
+from fencing import Client, Fenced, Grant, LeaseExpired, OwnershipConflict
+
+from ..support.clock import server_ms, wait_server_past
+
+
+def test_lease_expiry_is_server_time_plus_ttl(client: Client, raw: redis.Redis) -> None:
+    owner = client.ownership("journal", "host-a", ttl=7.5)
+    before = server_ms(raw)
+    grant = owner.claim("r")["r"]
+    after = server_ms(raw)
+    assert before + 7500 <= grant.lease_expires_ms <= after + 7500
+
+
+def test_client_clock_is_never_consulted(
+    client: Client, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = client.ownership("journal", "host-a", ttl=10)
+    grant = a.claim("r")["r"]
+    # A client whose wall clock is a day ahead still sees a live holder.
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 86_400)
+    b = client.ownership("journal", "host-b", ttl=10)
+    with pytest.raises(OwnershipConflict):
+        b.claim("r")
+    assert a.check("r").token == grant.token
+
+
+def test_check_after_expiry_is_lease_expired_then_renew_keeps_generation_and_token(
+    client: Client, raw: redis.Redis
+) -> None:
+    owner = client.ownership("journal", "host-a", ttl=0.2)
+    grant = owner.claim("r", generation=4)["r"]
+    wait_server_past(raw, grant.lease_expires_ms)
+    with pytest.raises(LeaseExpired) as info:
+        owner.check("r")
+    assert info.value.token == grant.token
+    assert info.value.expired_ago >= 0
+    renewed = owner.renew()["r"]
+    assert (renewed.generation, renewed.token) == (4, grant.token)
+    assert renewed.lease_expires_ms > grant.lease_expires_ms
+    assert owner.check("r").token == grant.token
+
+
+def test_claim_after_own_expiry_keeps_grant_when_nobody_else_claimed(
+    client: Client, raw: redis.Redis
+) -> None:
+    owner = client.ownership("journal", "host-a", ttl=0.2)
+    grant = owner.claim("r")["r"]
+    wait_server_past(raw, grant.lease_expires_ms)
+    again = owner.claim("r")["r"]
+    assert (again.generation, again.token, again.new) == (1, 1, False)
+
+
+def _waiting_claim(
+    client: Client, label: str, resource: str, timeout: float | None
+) -> tuple[threading.Thread, list[object]]:
+    owner = client.ownership("journal", label, ttl=10)
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(owner.claim(resource, wait=True, timeout=timeout)[resource])
+        except BaseException as exc:  # reported to the test thread
+            out.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+def test_waiting_claim_is_woken_by_release(client: Client, raw: redis.Redis) -> None:
+    holder = client.ownership("journal", "host-a", ttl=30)
+    held = holder.claim("r")["r"]
+    thread, out = _waiting_claim(client, "host-b", "r", timeout=20)
+    # The waiter is refused first and then subscribes; wait until it is parked on the channel.
+    channel = client.keys.released_channel("journal", "r")
+    deadline = time.monotonic() + 10
+    while raw.pubsub_shardnumsub(channel)[0][1] == 0:
+        assert time.monotonic() < deadline, "waiter never subscribed"
+        time.sleep(0.005)
+    holder.release()
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+    (grant,) = out
+    assert isinstance(grant, Grant)
+    assert (grant.generation, grant.token) == (2, 2)
+    # Woken by the release, long before the holder's lease would have lapsed.
+    assert grant.lease_expires_ms - 10_000 < held.lease_expires_ms
+
+
+def test_waiting_claim_takes_over_when_the_holder_lease_lapses(
+    client: Client, raw: redis.Redis
+) -> None:
+    holder = client.ownership("journal", "host-a", ttl=0.3)  # never renewed: it "crashed"
+    held = holder.claim("r")["r"]
+    thread, out = _waiting_claim(client, "host-b", "r", timeout=20)
+    thread.join(timeout=15)
+    (grant,) = out
+    assert isinstance(grant, Grant)
+    assert grant.token == 2
+    assert grant.lease_expires_ms - 10_000 >= held.lease_expires_ms  # granted after lapse
+    with pytest.raises(Fenced):
+        holder.renew()
+
+
+def test_waiting_claim_times_out_with_conflict_and_holds_nothing(client: Client) -> None:
+    holder = client.ownership("journal", "host-a", ttl=30)
+    holder.claim("r")
+    waiter = client.ownership("journal", "host-b", ttl=10)
+    with pytest.raises(OwnershipConflict):
+        waiter.claim("r", wait=True, timeout=0.3)
+    assert waiter.grants == {}
+    assert holder.check("r").token == 1
+
+
+def test_severed_holder_is_notified_promptly(client: Client) -> None:
+    seen: list[tuple[str, int, int]] = []
+    a = client.ownership("journal", "host-a", ttl=30)
+    a.on_severed = lambda grant, new_token: seen.append((grant.resource, grant.token, new_token))
+    a.claim(["r", "s"])
+    b = client.ownership("journal", "host-b", ttl=30)
+    b.claim("s", generation=1)
+    assert a.severed.wait(10)
+    assert seen == [("s", 1, 2)]
+    with pytest.raises(Fenced):
+        a.check("s")
+    assert a.check("r").token == 1
+
+
+def test_renew_reports_fenced_after_renewing_the_others(client: Client) -> None:
+    a = client.ownership("journal", "host-a", ttl=30)
+    a.claim(["r", "s", "t"])
+    client.ownership("journal", "host-b", ttl=30).claim("s", generation=0)
+    with pytest.raises(Fenced) as info:
+        a.renew()
+    assert info.value.resource == "s"
+    assert sorted(a.grants) == ["r", "t"]
+    assert sorted(a.renew()) == ["r", "t"]
+
+
+def test_close_releases_everything(client: Client, raw: redis.Redis) -> None:
+    with client.ownership("journal", "host-a", ttl=30) as owner:
+        owner.claim(["r", "s"])
+    for name in ("r", "s"):
+        assert raw.hget(client.keys.ownership("journal", name), "session") == b""
+    other = client.ownership("journal", "host-b", ttl=30)
+    assert {g.token for g in other.claim(["r", "s"]).values()} == {2}
