@@ -25,11 +25,8 @@ from fencing.cli import main
 
 from ..conftest import ServerInfo
 from ..support.cli import at, one_error_line, run
+from ..support.keys import namespace_keys
 from ..support.polling import wait_until
-
-
-def namespace_keys(raw: redis.Redis, namespace: str) -> list[bytes]:
-    return list(raw.scan_iter(match=f"{namespace}:*", count=1000))
 
 
 def test_status_shows_offsets_epoch_holder_waiters_and_pids(

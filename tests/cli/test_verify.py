@@ -15,6 +15,8 @@ from fencing import AccessMode, Client, ProducerFenced, UnknownTopic
 from fencing._keys import PartitionKeys
 from fencing.verify import Attempt, LogReport, Segment, verify_log
 
+from ..support.keys import snapshot
+
 TOPIC = "log"
 Row = tuple[int, int, str]  # (epoch, producer id, value)
 Where = tuple[str, int, int | None]  # (guarantee, partition, offset)
@@ -35,10 +37,6 @@ def forge(raw: redis.Redis, pk: PartitionKeys, rows: list[Row]) -> None:
 
 def where(report: LogReport) -> list[Where]:
     return [(v.guarantee, v.partition, v.offset) for v in report.violations]
-
-
-def snapshot(raw: redis.Redis, namespace: str) -> dict[bytes, bytes | None]:
-    return {k: raw.dump(k) for k in raw.scan_iter(match=f"{namespace}:*")}
 
 
 def acked(md: fencing.RecordMetadata, value: bytes) -> Attempt:

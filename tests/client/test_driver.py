@@ -13,10 +13,11 @@ import redis
 from redis.credentials import UsernamePasswordCredentialProvider
 
 import fencing
-from fencing import AccessMode
+from fencing import AccessMode, Client
 from fencing._runtime.threads.connections import ScriptConnections
 
 from ..conftest import ServerInfo
+from ..support.polling import wait_until
 
 
 def _calls(raw: redis.Redis, command: str) -> int:
@@ -178,3 +179,48 @@ def test_a_forked_child_never_takes_its_parents_script_connections(server: Serve
     assert answer == b"1"
     assert connections.checkout() is first  # the parent still reuses its own
     connections.close()
+
+
+def test_server_refusals_are_typed_and_apply_nothing(own: tuple[Client, redis.Redis]) -> None:
+    client, raw = own
+    topic = client.topic("t", partitions=1)
+    producer = topic.producer()
+    producer.send(b"a")
+    raw.config_set("maxmemory", 1)  # under noeviction every write is refused: OOM
+    try:
+        with pytest.raises(fencing.Unavailable, match="applied nothing"):
+            producer.send(b"b")
+        with pytest.raises(fencing.Unavailable):
+            client.ownership("g", "host-a", ttl=10).claim("r")
+    finally:
+        raw.config_set("maxmemory", 0)
+    assert [r.value for r in topic.reader(0, 0).read()] == [b"a"]
+
+
+def test_blocking_reads_and_lease_lengths_do_not_make_a_pool_each(
+    server: ServerInfo, namespace: str
+) -> None:
+    client = Client.from_url(server.url, namespace=namespace, socket_timeout=0.2)
+    try:
+        topic = client.topic("t", partitions=1)
+        reader = topic.reader(0)
+        for block_ms in range(1, 21):
+            assert reader.read(block_ms=block_ms) == []
+        for i in range(20):
+            topic.producer(lease_ttl=1.0 + i / 100).close()
+        # One driver for the client's default timeout, and the few lease-derived steps.
+        assert len(client._drivers) <= 3, sorted(client._drivers)
+
+        # A read blocks longer than the socket timeout, across steps, and gets the record.
+        got: list[list[fencing.Record]] = []
+        thread = threading.Thread(target=lambda: got.append(reader.read(block_ms=10_000)))
+        thread.start()
+        r = redis.Redis.from_url(server.url)
+        wait_until(lambda: r.info("clients")["blocked_clients"] >= 1)
+        time.sleep(0.5)  # pacing: well past one blocking step (0.1 s)
+        topic.producer().send(b"late")
+        thread.join(15)
+        r.close()
+        assert [rec.value for rec in got[0]] == [b"late"]
+    finally:
+        client.close()

@@ -142,3 +142,28 @@ def test_embedded_server_starts_and_stops() -> None:
     with EmbeddedServer.start() as server:
         assert redis.Redis.from_url(server.url).ping()
     assert server.process.poll() is not None
+
+
+@pytest.mark.parametrize("ttl", [0.05, 0.3, 1.0, 10.0, 60.0])
+def test_the_worst_case_of_a_call_stays_below_its_lease(ttl: float) -> None:
+    budget = RetryBudget.for_ttl(ttl)
+    assert budget.timeout < ttl / 3
+    assert budget.worst_case < ttl
+
+
+@pytest.mark.parametrize("url", ["bogus://", "redis://host:notaport/0", "nonsense"])
+def test_an_unusable_url_is_invalid_argument(url: str) -> None:
+    with pytest.raises(fencing.InvalidArgument, match="bad Redis URL"):
+        Client.from_url(url)
+
+
+def test_a_url_with_a_password_is_not_echoed() -> None:
+    with pytest.raises(fencing.InvalidArgument) as info:
+        Client.from_url("bogus://:hunter2@host:1/0")
+    assert "hunter2" not in str(info.value)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 0, -1])
+def test_an_unusable_socket_timeout_is_refused(value: float) -> None:
+    with pytest.raises(fencing.InvalidArgument, match="socket_timeout"):
+        Client.from_url("redis://127.0.0.1:1/0", socket_timeout=value)

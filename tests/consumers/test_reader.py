@@ -158,3 +158,18 @@ def test_reads_work_over_resp2_and_resp3(server: ServerInfo, namespace: str, res
     assert [(r.offset, r.value, r.key) for r in tail] == [(2, b"c", b"k2")]
     raw.close()
     client.close()
+
+
+def test_a_seek_out_of_range_is_offset_out_of_range(client: Client) -> None:
+    topic = client.topic("t", partitions=1)
+    topic.producer().send_batch([b"a", b"b"])
+    reader = topic.reader(0)
+    for offset in (3, 2**53, 2**70):
+        with pytest.raises(fencing.OffsetOutOfRange):
+            reader.seek(offset)
+    with pytest.raises(fencing.InvalidArgument):
+        reader.seek(-1)
+    reader.seek(2)
+    assert reader.read() == []
+    reader.seek(1)
+    assert [r.value for r in reader.read()] == [b"b"]

@@ -16,16 +16,10 @@ import redis
 import fencing
 from fencing import Client, Ownership
 
+from ..support.keys import snapshot
+
 GROUP = "jobs"
 HELD = "orders/0"
-
-Snapshot = dict[bytes, bytes | None]
-
-
-def keys_snapshot(raw: redis.Redis, namespace: str) -> Snapshot:
-    """Every key under the namespace with its serialized contents."""
-    return {k: raw.dump(k) for k in raw.scan_iter(match=f"{namespace}:*")}
-
 
 @pytest.fixture
 def owner(client: Client) -> Ownership:
@@ -268,7 +262,7 @@ def test_bad_input_is_refused_before_any_write(
     error: type[Exception],
     hint: str,
 ) -> None:
-    before = keys_snapshot(raw, namespace)
+    before = snapshot(raw, namespace)
     assert before  # the held grant's row is there to be damaged
     with pytest.raises(error) as info:
         call(client, owner)
@@ -279,10 +273,10 @@ def test_bad_input_is_refused_before_any_write(
         assert isinstance(info.value, ValueError)
         assert not isinstance(info.value, TypeError)
     assert hint in str(info.value)
-    assert keys_snapshot(raw, namespace) == before
+    assert snapshot(raw, namespace) == before
     # The handle is unharmed: it still holds its grant, by server time.
     assert owner.check(HELD).token == 1
-    assert keys_snapshot(raw, namespace) == before
+    assert snapshot(raw, namespace) == before
 
 
 # The constructor never touches Redis, so no server is needed to refuse a namespace.
@@ -327,12 +321,12 @@ def test_wrong_key_type_is_refused_without_writing(
 ) -> None:
     key = client.keys.ownership(GROUP, "orders/9")
     raw.set(key, "not a hash")
-    before = keys_snapshot(raw, namespace)
+    before = snapshot(raw, namespace)
     with pytest.raises(fencing.WrongKeyType) as info:
         owner.claim(["orders/9"])
     assert (info.value.key, info.value.key_type) == (key, "string")
     assert "choose another namespace or remove that key" in str(info.value)
-    assert keys_snapshot(raw, namespace) == before
+    assert snapshot(raw, namespace) == before
     assert raw.get(key) == b"not a hash"
     assert owner.grants.keys() == {HELD}
 
@@ -364,7 +358,7 @@ def test_awkward_resource_strings_get_a_key_each(
         assert key.startswith(f"{namespace}:{{")
         assert key.endswith(f"}}:own:{GROUP}")
     # One row per resource and nothing else: exactly these keys exist in the namespace.
-    assert set(keys_snapshot(raw, namespace)) == {k.encode() for k in keys.values()}
+    assert set(snapshot(raw, namespace)) == {k.encode() for k in keys.values()}
     session = owner.session.encode()
     for key in keys.values():
         row = raw.hgetall(key)
@@ -396,6 +390,6 @@ def test_a_braced_resource_never_touches_its_prefix(
     assert raw.dump(row_of_a) == before
     assert holder.check("a").token == 1
     assert not holder.severed.is_set()
-    assert len(keys_snapshot(raw, namespace)) == 5
+    assert len(snapshot(raw, namespace)) == 5
     holder.close()
     other.close()

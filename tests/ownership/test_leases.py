@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
+from urllib.parse import urlparse
 
 import pytest
 import redis
 
 from fencing import Client, Fenced, Grant, LeaseExpired, OwnershipConflict
 
+from ..conftest import ServerInfo
 from ..support.clock import server_ms, wait_server_past
+from ..support.polling import wait_until
 
 
 def test_lease_expiry_is_server_time_plus_ttl(client: Client, raw: redis.Redis) -> None:
@@ -155,3 +159,48 @@ def test_close_releases_everything(client: Client, raw: redis.Redis) -> None:
         assert raw.hget(client.keys.ownership("journal", name), "session") == b""
     other = client.ownership("journal", "host-b", ttl=30)
     assert {g.token for g in other.claim(["r", "s"]).values()} == {2}
+
+
+def test_a_waiting_claim_rechecks_when_the_release_notification_never_comes(
+    server: ServerInfo, namespace: str, client: Client, raw: redis.Redis
+) -> None:
+    if not server.owned:
+        pytest.skip("creates an ACL user")
+    user, password = f"nopub-{namespace}", uuid.uuid4().hex
+    # A holder whose ACL forbids (S)PUBLISH: its release happens, its notification does not.
+    raw.acl_setuser(
+        user,
+        enabled=True,
+        passwords=[f"+{password}"],
+        keys=["*"],
+        channels=["*"],
+        commands=["+@all", "-publish", "-spublish"],
+    )
+    url = urlparse(server.url)
+    holder_client = Client.from_url(
+        f"redis://{user}:{password}@{url.hostname}:{url.port}/0", namespace=namespace
+    )
+    try:
+        holder = holder_client.ownership("g", "holder", ttl=30)
+        holder.claim("r")
+        out: list[object] = []
+        waiter = client.ownership("g", "waiter", ttl=5)
+
+        def wait() -> None:
+            try:
+                out.append(waiter.claim("r", wait=True, timeout=8))
+            except BaseException as exc:
+                out.append(exc)
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        channel = client.keys.released_channel("g", "r")
+        wait_until(lambda: raw.pubsub_shardnumsub(channel)[0][1] >= 1)
+        assert holder.release("r") == {"r": True}
+        thread.join(15)
+        (result,) = out
+        assert isinstance(result, dict), result  # granted long before the 30 s lease
+        assert result["r"].token == 2
+    finally:
+        holder_client.close()
+        raw.acl_deluser(user)

@@ -13,6 +13,7 @@ from fencing import AccessMode, Client, ProducerBusy, ProducerFenced
 from fencing import _protocol as protocol
 
 from ..support.clock import server_ms, wait_server_past
+from ..support.logs import values_of
 from ..support.polling import wait_until
 
 SHARED = AccessMode.SHARED
@@ -373,3 +374,100 @@ def test_one_producer_is_safe_to_share_between_threads(client: Client) -> None:
             per_worker.setdefault(worker, []).append(int(i))
         assert all(seq == sorted(seq) for seq in per_worker.values())  # each thread in order
     assert producer.state.sequences == {0: 160, 1: 160}
+
+
+def test_only_a_producer_of_the_same_name_takes_over_a_live_holder(client: Client) -> None:
+    topic = client.topic("t", partitions=1)
+    holder = topic.producer(AccessMode.EXCLUSIVE)
+    with pytest.raises(ProducerBusy):
+        topic.producer(AccessMode.EXCLUSIVE, name=f"producer-{holder.producer_id}")
+    holder.send(b"still mine")
+
+
+def test_a_renewal_racing_close_never_registers_a_closed_shared_producer(
+    client: Client, raw: redis.Redis
+) -> None:
+    topic = client.topic("t", partitions=1)
+    shared = topic.producer(lease_ttl=30)
+    standing = shared._standing[0]
+    shared.close()
+    call = protocol.producer.producer_renew(
+        standing.pk,
+        session=shared.session,
+        mode="s",
+        epoch=standing.writer.epoch,
+        ttl_ms=30_000,
+        incarnation=standing.writer.row_incarnation,
+        pid=standing.pid,
+        pid_generation=standing.generation,
+        name=None,
+        partition_incarnation=topic.incarnation_of(0),
+    )
+    assert client._driver(1.0).execute(call, client._budget_default()) == 0
+    assert raw.zcard(standing.pk.shared) == 0
+    assert topic.producer(AccessMode.EXCLUSIVE).epoch(0) == 1  # no 30 s wait
+
+
+def test_closing_a_producer_that_waits_leaves_the_queue(client: Client, raw: redis.Redis) -> None:
+    topic = client.topic("t", partitions=1)
+    topic.producer(AccessMode.EXCLUSIVE)
+    waiter = fencing.Producer(topic, AccessMode.WAIT_FOR_EXCLUSIVE, lease_ttl=0.6)
+    out: list[object] = []
+
+    def open_it() -> None:
+        try:
+            out.append(waiter.open())
+        except BaseException as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=open_it)
+    thread.start()
+    waiters = client.keys.partition("t", 0).waiters
+    wait_until(lambda: raw.zcard(waiters) == 1)
+    waiter.close()
+    thread.join(10)
+    (result,) = out
+    assert isinstance(result, ProducerBusy)
+    assert raw.zcard(waiters) == 0
+
+
+def test_a_closed_producers_state_and_epochs_can_still_be_read(client: Client) -> None:
+    topic = client.topic("t", partitions=2)
+    with topic.producer(AccessMode.EXCLUSIVE) as p:
+        p.send(b"a", partition=1)
+    assert p.state.sequences == {0: 0, 1: 1}
+    assert p.epoch(1) == 1
+    with pytest.raises(fencing.InvalidArgument, match="closed"):
+        p.send(b"b", partition=1)
+
+
+def test_an_incarnation_fenced_by_resume_leaves_so_its_successor_gets_in(
+    client: Client,
+) -> None:
+    topic = client.topic("t", partitions=1)
+    old = topic.producer(AccessMode.EXCLUSIVE, lease_ttl=0.9)
+    old.send(b"a")
+    epoch = old.epoch(0)
+    # The successor resumes the old one's state and queues behind its lease. The old one is
+    # fenced at once (PID generation); its renewal must notice and let go.
+    new = topic.producer(AccessMode.WAIT_FOR_EXCLUSIVE, resume=old.state, wait_timeout=5)
+    assert new.epoch(0) == epoch + 1
+    assert old.fenced
+    with pytest.raises(fencing.ProducerFenced):
+        old.send(b"zombie")
+    new.send(b"b")
+    assert values_of(topic) == [b"a", b"b"]
+
+
+def test_a_shared_incarnation_fenced_by_its_name_stops_renewing(
+    client: Client, raw: redis.Redis
+) -> None:
+    topic = client.topic("t", partitions=1)
+    old = topic.producer(name="job", lease_ttl=0.6)
+    old.send(b"a")
+    new = topic.producer(name="job", lease_ttl=30)
+    shared = topic.partition_keys(0).shared
+    wait_until(lambda: old.fenced, timeout=5)  # its next renewal (every ttl/3) finds out
+    wait_until(lambda: raw.zcard(shared) == 1, timeout=5)  # and it left
+    assert raw.zrange(shared, 0, -1) == [new.session.encode()]
+    new.send(b"b")

@@ -10,6 +10,7 @@ background lease renewal may legitimately write it at any time.
 
 from __future__ import annotations
 
+import uuid
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,13 +19,18 @@ import pytest
 import redis
 
 import fencing
+from fencing import AccessMode, Client, ProducerFenced
 from fencing import _protocol as protocol
 from fencing._keys import PartitionKeys
 from fencing._protocol.producer import decode_pid_state
 from fencing._protocol.topic import Appended, Sequenced
 from fencing._sync.producer import Producer
+from fencing.faults import Proxy
 
 from ..support.clock import server_ms, wait_server_past
+from ..support.keys import snapshot
+from ..support.logs import values_of
+from ..support.wire import APPEND
 
 TOPIC = "out"
 #: Long enough that no renewal falls inside a test; renewals do not touch compared keys.
@@ -103,7 +109,7 @@ class Harness:
         assert self.raw.hdel(self.pk.pids, str(pid)) == 1
         self.raw.zrem(self.pk.pid_expiry, str(pid))
 
-    def values(self) -> list[bytes]:
+    def values_of(self) -> list[bytes]:
         records = self.topic.reader(0, 0).read(max_records=10_000)
         assert [r.offset for r in records] == list(range(len(records)))
         return [r.value for r in records]
@@ -565,3 +571,150 @@ def test_a_state_saved_before_the_first_send_cannot_resume_once_its_state_is_gon
     assert info.value.reason == "resume-expired"
     records = topic.reader(0, 0).read(max_records=100)
     assert [r.value for r in records] == [b"a", b"b", b"c", b"x"]
+
+
+def test_a_named_producer_that_is_not_idempotent_is_fenced_by_its_successor(
+    client: Client,
+) -> None:
+    topic = client.topic("t", partitions=1)
+    old = topic.producer(name="job", idempotent=False)
+    old.send(b"old")
+    new = topic.producer(name="job", idempotent=False)
+    with pytest.raises(ProducerFenced):
+        old.send(b"zombie")
+    new.send(b"new")
+    assert [r.value for r in topic.reader(0, 0).read()] == [b"old", b"new"]
+
+
+def test_a_resend_answered_from_the_window_reports_the_epoch_it_was_written_in(
+    pclient: Client, proxy: Proxy, client: Client
+) -> None:
+    """Found by the chaos test: the metadata carried the resender's epoch (a G2 lie)."""
+    p1 = pclient.topic("t", partitions=1).producer(AccessMode.EXCLUSIVE_WITH_FENCING)
+    p1.send(b"warm-up")
+    saved = p1.state
+    with proxy.drop_replies(APPEND, count=None), pytest.raises(fencing.OutcomeUnknown):
+        p1.send(b"input-0")
+    topic = client.topic("t")
+    p2 = topic.producer(AccessMode.EXCLUSIVE_WITH_FENCING, resume=saved)
+    assert p2.epoch(0) == p1.epoch(0) + 1
+    md = p2.send(b"input-0")  # the copy job resends from its saved state
+    (record,) = topic.reader(0, 1).read()
+    assert (md.offset, md.epoch) == (1, p1.epoch(0)) == (record.offset, record.epoch)
+    assert p2.send(b"input-1").epoch == p2.epoch(0)
+
+
+def test_a_state_written_before_owners_were_kept_is_adopted(
+    client: Client, raw: redis.Redis
+) -> None:
+    """A PID state of the previous format ("g s t x|window", no owner) is read, not lost."""
+    topic = client.topic("t", partitions=1)
+    p = topic.producer()
+    p.send(b"a")
+    pk = topic.partition_keys(0)
+    stored = raw.hget(pk.pids, str(p.producer_id))
+    assert stored is not None
+    head, bar, window = stored.decode().partition("|")
+    legacy = " ".join(head.split(" ")[:4]) + bar + window
+    raw.hset(pk.pids, str(p.producer_id), legacy)
+    assert decode_pid_state(legacy).owner == ""
+    assert p.send(b"b").offset == 1
+    state = decode_pid_state(raw.hget(pk.pids, str(p.producer_id)))  # type: ignore[arg-type]
+    assert (state.owner, state.last_sequence) == (p.session, 1)
+    assert values_of(topic) == [b"a", b"b"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"generations": {0: 10**30}},
+        {"generations": {0: -1}},
+        {"sequences": {0: -5}},
+        {"sequences": {0: 2**53}},
+        {"producer_id": 0},
+        {"producer_id": 2**60},
+        {"producer_id": True},
+        {"generations": {-1: 0}},
+        {"generations": {0: 1.5}},
+        {"name": "bad name"},
+        {"topic": "__reserved"},
+    ],
+    ids=repr,
+)
+def test_a_damaged_producer_state_is_refused_before_any_write(
+    client: Client, raw: redis.Redis, namespace: str, change: dict[str, object]
+) -> None:
+    topic = client.topic("t", partitions=1)
+    live = topic.producer()
+    live.send(b"a")
+    saved = live.state.to_dict()
+    saved.update(change)
+    before = snapshot(raw, namespace)
+    with pytest.raises((fencing.InvalidArgument, fencing.InvalidArgumentType)):
+        state = fencing.ProducerState(
+            topic=saved["topic"],  # type: ignore[arg-type]
+            producer_id=saved["producer_id"],  # type: ignore[arg-type]
+            generations=saved["generations"],  # type: ignore[arg-type]
+            sequences=saved["sequences"],  # type: ignore[arg-type]
+            name=saved["name"],  # type: ignore[arg-type]
+        )
+        topic.producer(resume=state)
+    assert snapshot(raw, namespace) == before
+    live.send(b"b")  # the live incarnation was not fenced
+    assert values_of(topic) == [b"a", b"b"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"topic": "t", "producer_id": "1e3", "name": null, "generations": {}, "sequences": {}}',
+        '{"topic": "t", "producer_id": 1, "name": null, "generations": {"0": true}, '
+        '"sequences": {}}',
+        '{"topic": "t", "producer_id": 1, "name": null, "generations": {"0x1": 0}, '
+        '"sequences": {}}',
+        '{"topic": "t", "producer_id": 1, "name": null, "generations": [], "sequences": {}}',
+        '{"topic": "t", "name": null, "generations": {}, "sequences": {}}',
+        "[1, 2]",
+    ],
+)
+def test_damaged_saved_json_is_refused(text: str) -> None:
+    with pytest.raises((fencing.InvalidArgument, fencing.InvalidArgumentType)):
+        fencing.ProducerState.from_json(text)
+
+
+def test_a_saved_producer_id_the_counter_never_handed_out_is_state_lost(
+    client: Client, raw: redis.Redis, namespace: str
+) -> None:
+    topic = client.topic("t", partitions=1)
+    live = topic.producer()
+    live.send(b"a")
+    saved = live.state
+    forged = fencing.ProducerState("t", saved.producer_id + 5, {0: 0}, {0: 1})
+    before = snapshot(raw, namespace)
+    with pytest.raises(fencing.StateLost, match="handed out ids up to"):
+        topic.producer(resume=forged)
+    assert snapshot(raw, namespace) == before
+
+
+@pytest.mark.parametrize("value", ["1e30", "100000000000000000000", "0x10", "1.5", " 1", "-"])
+def test_the_scripts_refuse_integers_they_cannot_hold_exactly(
+    client: Client, raw: redis.Redis, namespace: str, value: str
+) -> None:
+    topic = client.topic("t", partitions=1)
+    live = topic.producer()
+    live.send(b"a")
+    pk = topic.partition_keys(0)
+    call = protocol.producer.pid_open(
+        pk,
+        pid=live.producer_id,
+        name=None,
+        resume_generation=value,  # type: ignore[arg-type]
+        resume_next_sequence=1,
+        session=uuid.uuid4().hex,
+        incarnation=topic.incarnation_of(0),
+    )
+    before = snapshot(raw, namespace)
+    with pytest.raises(fencing.FencingError, match=r"unexpected reply.*BAD_ARGUMENT"):
+        client._driver(1.0).execute(call, client._budget_default())
+    assert snapshot(raw, namespace) == before
+    live.send(b"b")

@@ -30,16 +30,22 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import fencing
+from fencing import AccessMode, Client, ProducerFenced
 from fencing import _protocol as protocol
 from fencing._keys import PartitionKeys
 from fencing._lua_loader import script
+from fencing._modes import Pending
 from fencing._protocol.producer import decode_pid_state
 from fencing._protocol.topic import Sequenced
+from fencing._sync.driver import Driver as SyncDriver
 from fencing._sync.producer import Producer
 from fencing.faults import Proxy
 
+from ..conftest import ServerInfo
 from ..support.clock import server_ms, wait_server_past
+from ..support.logs import values_of
 from ..support.polling import wait_until
+from ..support.wire import RESOLVE
 
 TOPIC = "out"
 T = TypeVar("T")
@@ -583,3 +589,178 @@ def test_a_resend_whose_state_expired_and_was_dropped_is_unknown_never_written_t
         with pytest.raises(fencing.UnknownProducerId):
             q.send_batch([b"r1"], partition=0)
     assert _values(raw, pk) == [b"r0", b"r1", b"r2", b"x"]
+
+
+def test_a_lost_first_batch_resolves_as_not_landed_and_can_never_land(client: Client) -> None:
+    topic = client.topic("t", partitions=1)
+    producer = topic.producer()
+    standing = producer._standing[0]
+    batch = [fencing.Record(b"late")]
+    # The first send's outcome is unknown (it never reached the server).
+    standing.pending = Pending(1, 0, 0, protocol.topic.checksum(batch))
+    assert producer.resolve(0) is None
+    assert standing.generation == 1
+    # A copy of it still in flight (generation 0, sequence 0) is refused for good.
+    call = protocol.topic.append(
+        standing.pk,
+        batch,
+        incarnation=topic.incarnation_of(0),
+        seen_next=0,
+        expected_offset=None,
+        writer=standing.writer,
+        sequenced=protocol.topic.Sequenced(0, 0, protocol.topic.checksum(batch), ""),
+        errors=standing.errors,
+    )
+    with pytest.raises(ProducerFenced):
+        client._driver(1.0).execute_once(call)
+    assert producer.send(b"next").offset == 0
+    assert [r.value for r in topic.reader(0, 0).read()] == [b"next"]
+
+
+def test_a_fence_after_a_lost_reply_is_an_unknown_outcome_not_a_lie(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = client.topic("t", partitions=1)
+    producer = topic.producer(AccessMode.EXCLUSIVE)
+    producer.send(b"a0")
+    real = SyncDriver.execute_once
+    state = {"lost": False}
+
+    def lose_first_reply_then_take_over(
+        self: SyncDriver, call: object, *more: object, **options: object
+    ) -> object:
+        result = real(self, call, *more, **options)  # type: ignore[arg-type]
+        if not state["lost"] and getattr(call, "ambiguous_after_retry", False):
+            state["lost"] = True
+            client.topic("t").producer(AccessMode.EXCLUSIVE_WITH_FENCING)  # takes over
+            raise redis.exceptions.ConnectionError("reply lost")
+        return result
+
+    monkeypatch.setattr(SyncDriver, "execute_once", lose_first_reply_then_take_over)
+    with pytest.raises(fencing.OutcomeUnknown):
+        producer.send(b"a1")
+    monkeypatch.setattr(SyncDriver, "execute_once", real)
+    landed = producer.resolve(0)
+    assert landed is not None and [m.offset for m in landed] == [1]
+    assert [r.value for r in topic.reader(0, 0).read()] == [b"a0", b"a1"]
+    with pytest.raises(ProducerFenced):
+        producer.send(b"a2")
+
+
+def test_a_resolution_long_after_the_send_is_unknown_not_a_guess(
+    pclient: Client, proxy: Proxy, raw: redis.Redis
+) -> None:
+    """Found in review: a first batch landed, its replies were lost, and its state expired
+    before the resolution: "no state" no longer proves it never landed. While the expired
+    state is still stored, it says so by itself (the batch is in its window: landed); once
+    a cleanup dropped it, the outcome is UnknownProducerId, never a guess."""
+    topic = pclient.topic("t", partitions=1, producer_state_ttl=1)
+    pclient.topic("warm", partitions=1).producer().send(b"w")  # scripts loaded
+    for dropped in (False, True):
+        p = topic.producer(lease_ttl=2.0)
+        value = b"payment-%d" % dropped
+        with proxy.drop_replies(APPEND, count=None), pytest.raises(fencing.OutcomeUnknown):
+            p.send(value)
+        pk = topic.partition_keys(0)
+        written = decode_pid_state(raw.hget(pk.pids, str(p.producer_id))).last_write_ms  # type: ignore[arg-type]
+        wait_until(lambda: server_ms(raw) > written + 1_100)  # noqa: B023 - used at once
+        if dropped:
+            assert raw.hdel(pk.pids, str(p.producer_id)) == 1  # as the cleanup does
+            with pytest.raises(fencing.UnknownProducerId):
+                p.resolve(0)
+        else:
+            assert [m.offset for m in p.resolve(0) or []] == [0]
+        p.close()
+    assert values_of(topic) == [b"payment-0", b"payment-1"]  # and never a second copy
+
+
+def test_an_interrupted_send_is_resolved_before_the_next_one(client: Client) -> None:
+    """Found in review: a KeyboardInterrupt after the request left made no pending batch, so
+    every later batch reused its sequences and was refused for good."""
+    topic = client.topic("t", partitions=1)
+    p = topic.producer()
+    p.send(b"a")
+    real = p._execute
+
+    def interrupted(call: object, *more: object, **options: object) -> object:
+        real(call, *more, **options)  # type: ignore[arg-type]  # it lands...
+        raise KeyboardInterrupt  # ...and the caller is interrupted before the reply
+
+    p._execute = interrupted  # type: ignore[method-assign,assignment]
+    with pytest.raises(KeyboardInterrupt):
+        p.send(b"b")
+    p._execute = real  # type: ignore[method-assign]
+    assert p.send(b"c").offset == 2
+    assert p.last_resolution is not None and [m.offset for m in p.last_resolution[1] or []] == [1]
+    assert values_of(topic) == [b"a", b"b", b"c"]
+
+
+@pytest.mark.parametrize("how", ["next-send", "explicit"])
+def test_a_lost_reply_to_the_resolution_is_answered_as_the_first_attempt(
+    pclient: Client, proxy: Proxy, raw: redis.Redis, how: str
+) -> None:
+    topic = pclient.topic("t", partitions=1)
+    with topic.producer(lease_ttl=1.0) as p:
+        p.send(b"w0")
+        standing = p._standing[0]
+        generation = standing.generation
+        with proxy.drop_requests(APPEND, count=None), pytest.raises(fencing.OutcomeUnknown):
+            p.send(b"lost")
+        assert standing.pending is not None
+        # The resolution bumps the generation, and its reply is lost: the retry must see
+        # its own bump and answer as the first attempt did, not "fenced".
+        with proxy.observe(RESOLVE) as seen, proxy.drop_replies(RESOLVE) as lost:
+            if how == "explicit":
+                assert p.resolve(0) is None
+            else:
+                assert p.send(b"next").offset == 1
+        assert lost.hits == 1 and seen.hits >= 2
+        assert not p.fenced
+        assert p.last_resolution == (0, None)
+        assert standing.generation == generation + 1
+        if how == "explicit":
+            assert p.send(b"next").offset == 1
+        assert values_of(topic) == [b"w0", b"next"]
+        state = decode_pid_state(raw.hget(topic.partition_keys(0).pids, str(p.producer_id)))  # type: ignore[arg-type]
+        assert (state.generation, state.owner) == (generation + 1, p.session)
+
+
+def pending_of(first_sequence: int, batch: list[bytes]) -> fencing._modes.Pending:
+    records = [fencing.Record(v) for v in batch]
+    return fencing._modes.Pending(len(batch), 0, first_sequence, protocol.topic.checksum(records))
+
+
+def test_a_resolution_after_a_newer_incarnation_is_still_fenced(client: Client) -> None:
+    """Idempotent, not blind: the bump of another incarnation is not taken for our own."""
+    topic = client.topic("t", partitions=1)
+    p = topic.producer()
+    p.send(b"a")
+    standing = p._standing[0]
+    standing.pending = pending_of(standing.next_sequence, [b"lost"])
+    topic.producer(resume=p.state)  # generation + 1, by someone else
+    with pytest.raises(fencing.ProducerFenced):
+        p.resolve(0)
+
+
+@pytest.mark.parametrize("successor", ["name", "resume"])
+def test_a_superseded_incarnation_learns_its_batch_landed_and_stays_fenced(
+    server: ServerInfo, pclient: Client, proxy: Proxy, client: Client, successor: str
+) -> None:
+    """Found by the chaos test: resolving after a newer incarnation opened said "landed" and
+    handed the old incarnation the new one's generation, so it could write again."""
+    p1 = pclient.topic("t", partitions=1).producer(name="n", lease_ttl=1.0)
+    p1.send(b"a")
+    saved = p1.state
+    with proxy.drop_replies(APPEND, count=None), pytest.raises(fencing.OutcomeUnknown):
+        p1.send(b"b")
+    topic = client.topic("t")
+    p2 = topic.producer(name="n") if successor == "name" else topic.producer(resume=saved)
+    landed = p1.resolve(0)
+    assert landed is not None and [m.offset for m in landed] == [1]
+    assert p1.fenced
+    with pytest.raises(fencing.ProducerFenced):
+        p1.send(b"zombie")
+    if successor == "resume":
+        assert p2.send(b"b").offset == 1  # resent from the saved state: the original offset
+    p2.send(b"c")
+    assert values_of(topic) == [b"a", b"b", b"c"]

@@ -12,6 +12,7 @@ import fencing
 from fencing import Client, StateLost
 
 from ..conftest import ServerInfo
+from ..support.logs import values_of
 
 
 def test_flushall_under_a_live_handle_is_state_lost(own: tuple[Client, redis.Redis]) -> None:
@@ -89,10 +90,6 @@ def outcome(call: Callable[[], object]) -> object:
         return exc
 
 
-def values(topic: fencing.Topic, partition: int) -> list[bytes]:
-    return [r.value for r in topic.reader(partition, 0).read(max_records=1000, block_ms=0)]
-
-
 def test_a_saved_producer_state_names_the_partitions_incarnations(client: Client) -> None:
     topic = client.topic("copy", partitions=PARTITIONS)
     with topic.producer(lease_ttl=LONG_LEASE) as p:
@@ -126,7 +123,7 @@ def test_a_state_saved_before_incarnations_were_recorded_still_resumes(client: C
     assert (state.producer_id, state.next_sequence(0)) == (pid, 1)
     with topic.producer(resume=state, lease_ttl=LONG_LEASE) as q:
         assert q.send(b"b", partition=0).offset == 1
-    assert values(topic, 0) == [b"a", b"b"]
+    assert values_of(topic, 0) == [b"a", b"b"]
 
 
 def test_resuming_state_saved_before_the_store_lost_its_data_is_state_lost(
@@ -182,9 +179,30 @@ def test_resuming_state_saved_before_the_store_lost_its_data_is_state_lost(
             f"producer's next send answered {live_answer!r}"
         )
         assert live.send(b"z", partition=1).offset == 1
-        assert (values(service, 0), values(service, 1)) == ([b"x0", b"y"], [b"x1", b"z"])
+        assert (values_of(service, 0), values_of(service, 1)) == ([b"x0", b"y"], [b"x1", b"z"])
         live.close()
     finally:
         for c in clients:
             c.close()
         raw.close()
+
+
+def test_a_producer_id_handed_out_twice_is_state_lost_not_a_duplicate(
+    client: Client, raw: redis.Redis
+) -> None:
+    topic = client.topic("t", partitions=1)
+    first = topic.producer()
+    assert first.send(b"same").offset == 0
+    # A failover loses the counter's INCR but not the partition's state (another shard).
+    raw.decr(client.keys.producer_ids())
+    second = topic.producer()
+    assert second.producer_id == first.producer_id
+    with pytest.raises(fencing.StateLost) as info:
+        second.send(b"same")  # same PID, sequence 0, same records: was a silent "duplicate"
+    assert info.value.reason == "pid-reused"
+    assert "counter went backwards" in str(info.value)
+    raw.decr(client.keys.producer_ids())
+    with pytest.raises(fencing.StateLost, match="counter"):
+        topic.producer(name="job")  # a named newcomer would have taken the PID over
+    assert first.send(b"next").offset == 1  # the owner is untouched
+    assert values_of(topic) == [b"same", b"next"]

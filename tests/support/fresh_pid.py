@@ -1,24 +1,26 @@
-"""What the fresh-PID reviews (tests/test_review_s9b.py, s9c, s9d) share: the wire
-patterns the proxy matches, lease lengths, and helpers that expire a PID's state and read
-the log back (their client through the proxy is the ``fclient`` fixture of conftest)."""
+"""What the fresh-PID tests (``tests/producers/test_fresh_pid*.py``) share: lease lengths,
+and helpers that expire a PID's state at once, read it, and read the log back (their
+client through the proxy is the ``fclient`` fixture of conftest).
+
+The expiry is made at once as the expiry itself does it: the PID's entry is removed from
+the partition's ``pids`` hash and ``pid_expiry`` index (:func:`expire`); tests that need
+the real rule let a real one-second expiry run out instead.
+"""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 import redis
 
 import fencing
-from fencing._lua_loader import script
 from fencing._protocol.producer import decode_pid_state
 from fencing.faults import Proxy
 
-#: The append script as it appears on the wire: its SHA1 follows EVALSHA.
-APPEND = script("append").sha1.encode()
-#: The producer-id allocation on the wire (redis-py's incr() sends INCRBY key 1).
-INCR = b"$6\r\nINCRBY\r\n"
+from ..conftest import ServerInfo
+from .wire import APPEND
+
 #: Long: no lease renewal runs inside a test unless it says so.
 LEASE_TTL = 60.0
 #: With the proxied client's socket timeout (0.5 s), a retry budget of about a second.
@@ -55,13 +57,6 @@ def offsets(mds: list[fencing.RecordMetadata]) -> list[int]:
     return [m.offset for m in mds]
 
 
-def wait_for(predicate: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.001)
-
-
 def outcome(call: Any) -> Any:
     """What a call returned, or the type and reason of the FencingError it raised."""
     try:
@@ -81,3 +76,10 @@ def lost_then_settled_as_not_landed(p: Any, proxy: Proxy, client: fencing.Client
     sent = outcome(lambda: offsets(p.send_batch([b"c"], partition=0)))
     assert (resolved, sent) == (None, [1])
     assert [v for _, v, _ in log(client, "t")] == [b"a", b"c"]
+
+
+def plain_log(server: ServerInfo, namespace: str) -> list[Any]:
+    """The records of topic ``t``, partition 0, read with a client of its own (not through
+    any proxy)."""
+    with fencing.Client.from_url(server.url, namespace=namespace) as c:
+        return c.topic("t").reader(0, 0).read(max_records=100)

@@ -8,11 +8,9 @@ import pytest
 import redis
 
 import fencing
-from fencing import Client, Record
+from fencing import AccessMode, Client, Record
 
-
-def keys_snapshot(raw: redis.Redis, namespace: str) -> dict[bytes, bytes | None]:
-    return {k: raw.dump(k) for k in raw.scan_iter(match=f"{namespace}:*")}
+from ..support.keys import snapshot
 
 
 @pytest.fixture
@@ -90,11 +88,11 @@ def test_bad_send_is_refused_before_any_write(
     call: Callable[[fencing.Producer], object],
     error: type[Exception],
 ) -> None:
-    before = keys_snapshot(raw, namespace)
+    before = snapshot(raw, namespace)
     with pytest.raises(error) as info:
         call(ready)
     assert str(info.value)
-    assert keys_snapshot(raw, namespace) == before
+    assert snapshot(raw, namespace) == before
 
 
 def test_bad_topic_arguments(client: Client, raw: redis.Redis, namespace: str) -> None:
@@ -112,7 +110,7 @@ def test_bad_topic_arguments(client: Client, raw: redis.Redis, namespace: str) -
         client.topic("t", partitions=1, max_len=-1)
     with pytest.raises(fencing.InvalidArgument):
         client.topic("t", partitions=1, max_batch_records=0)
-    assert keys_snapshot(raw, namespace) == {}
+    assert snapshot(raw, namespace) == {}
 
 
 def test_unknown_topic_is_refused_without_creating_it(
@@ -124,7 +122,7 @@ def test_unknown_topic_is_refused_without_creating_it(
     assert "partitions=" in str(info.value)
     with pytest.raises(fencing.UnknownTopic):
         client.topic("ghost").producer().send(b"v")
-    assert keys_snapshot(raw, namespace) == {}
+    assert snapshot(raw, namespace) == {}
 
 
 def test_bad_reader_arguments(ready: fencing.Producer) -> None:
@@ -149,20 +147,20 @@ def test_stream_key_of_another_type(client: Client, raw: redis.Redis, namespace:
     producer = topic.producer().open()
     stream = client.keys.partition("orders", 0).stream
     raw.set(stream, b"not a stream")
-    before = keys_snapshot(raw, namespace)
+    before = snapshot(raw, namespace)
     with pytest.raises(fencing.WrongKeyType) as info:
         producer.send(b"v")
     assert info.value.key == stream
     assert info.value.key_type == "string"
-    assert keys_snapshot(raw, namespace) == before
+    assert snapshot(raw, namespace) == before
 
 
 def test_metadata_key_of_another_type(client: Client, raw: redis.Redis, namespace: str) -> None:
     raw.rpush(client.keys.topic_meta("orders"), b"x")
-    before = keys_snapshot(raw, namespace)
+    before = snapshot(raw, namespace)
     with pytest.raises(fencing.WrongKeyType):
         client.topic("orders", partitions=1).open()
-    assert keys_snapshot(raw, namespace) == before
+    assert snapshot(raw, namespace) == before
 
 
 @pytest.mark.parametrize("bad", [0, -1, 10_001, 10**30, True, False, 5.0, "5", b"5"], ids=repr)
@@ -174,7 +172,7 @@ def test_bad_dedup_window_is_refused_before_any_write(
     assert "dedup_window" in str(info.value)
     if not isinstance(bad, int) or isinstance(bad, bool):
         assert isinstance(info.value, TypeError)
-    assert keys_snapshot(raw, namespace) == {}
+    assert snapshot(raw, namespace) == {}
 
 
 def test_dedup_window_bounds_are_accepted(client: Client) -> None:
@@ -187,16 +185,30 @@ def test_dedup_window_is_fixed_when_the_topic_is_created(
     client: Client, raw: redis.Redis, namespace: str
 ) -> None:
     assert client.topic("orders", partitions=2, dedup_window=10).open().dedup_window == 10
-    before = keys_snapshot(raw, namespace)
+    before = snapshot(raw, namespace)
     for other in (20, 5, 1):
         with pytest.raises(fencing.InvalidArgument) as info:
             client.topic("orders", partitions=2, dedup_window=other).open()
         assert "dedup_window" in str(info.value)
         with pytest.raises(fencing.InvalidArgument):
             client.topic("orders", dedup_window=other).open()
-    assert keys_snapshot(raw, namespace) == before
+    assert snapshot(raw, namespace) == before
     # Without the argument, the stored window is taken; the same value is accepted too.
     assert client.topic("orders").open().dedup_window == 10
     assert client.topic("orders", partitions=2).open().dedup_window == 10
     assert client.topic("orders", dedup_window=10).open().dedup_window == 10
-    assert keys_snapshot(raw, namespace) == before
+    assert snapshot(raw, namespace) == before
+
+
+def test_too_many_headers_are_refused_before_any_io(client: Client) -> None:
+    with pytest.raises(fencing.RecordTooLarge):
+        fencing.Record(b"v", headers={f"h{i}": b"" for i in range(2000)})
+    with pytest.raises(fencing.RecordTooLarge):
+        fencing.Record(b"v", headers={"n" * 2000: b""})
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
+def test_an_unusable_wait_timeout_is_refused(client: Client, value: float) -> None:
+    topic = client.topic("t", partitions=1)
+    with pytest.raises(fencing.InvalidArgument, match="wait_timeout"):
+        topic.producer(AccessMode.WAIT_FOR_EXCLUSIVE, wait_timeout=value)

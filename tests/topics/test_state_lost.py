@@ -3,10 +3,15 @@ StateLost for producers and readers that saw it, and nothing is written."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import redis
 
-from fencing import Client, StateLost
+import fencing
+from fencing import AccessMode, Client, StateLost
+
+from ..support.polling import wait_until
 
 
 def test_flushall_stops_producers_and_readers(own: tuple[Client, redis.Redis]) -> None:
@@ -80,3 +85,57 @@ def test_stream_deleted_under_the_metadata(own: tuple[Client, redis.Redis]) -> N
     with pytest.raises(StateLost) as info:
         producer.send(b"b")
     assert info.value.reason == "stream"
+
+
+def test_a_blocking_read_never_returns_records_of_a_recreated_log(
+    own: tuple[Client, redis.Redis],
+) -> None:
+    client, raw = own
+    topic = client.topic("t", partitions=1)
+    topic.producer().send(b"old")
+    reader = topic.reader(0, "latest")
+    out: list[object] = []
+
+    def read() -> None:
+        try:
+            out.append(reader.read(block_ms=20_000))
+        except BaseException as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    wait_until(lambda: raw.info("clients")["blocked_clients"] >= 1)
+    raw.flushall()
+    fresh = client.topic("t", partitions=1)
+    fresh.producer().send_batch([b"new-0", b"new-1"])
+    thread.join(20)
+    (result,) = out
+    assert isinstance(result, StateLost)
+
+
+def test_records_left_without_their_metadata_are_state_lost(
+    client: Client, raw: redis.Redis
+) -> None:
+    raw.xadd(client.keys.partition("t", 0).stream, {"v": b"orphan"}, id="0-1")
+    with pytest.raises(StateLost) as info:
+        client.topic("t", partitions=1).open()
+    assert info.value.reason == "stream"
+    assert not raw.exists(client.keys.partition("t", 0).meta)
+
+
+@pytest.mark.parametrize("mode", [AccessMode.EXCLUSIVE_WITH_FENCING, AccessMode.EXCLUSIVE])
+def test_a_topic_handle_from_before_a_flushall_cannot_take_the_recreated_topic(
+    own: tuple[Client, redis.Redis], mode: AccessMode
+) -> None:
+    """Found in review: opening a producer did not check the partition's incarnation, so a
+    stale handle fenced (or, renewing, blocked) the recreated topic's producers."""
+    client, raw = own
+    stale = client.topic("t", partitions=1).open()
+    raw.flushall()
+    other = Client(redis.Redis(connection_pool=raw.connection_pool), namespace=client.namespace)
+    holder = other.topic("t", partitions=1).producer(AccessMode.SHARED)
+    holder.send(b"new history")
+    with pytest.raises(fencing.StateLost):
+        stale.producer(mode)
+    assert holder.send(b"still writing").offset == 1
+    other.close()

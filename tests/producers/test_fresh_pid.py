@@ -1,24 +1,10 @@
-"""Review s9b of 3af8779 (G5: an idle producer whose state expired takes a fresh PID,
-Kafka KIP-360): holes and probes.
-
-Each test says what a user does, what is expected, and what happened. Tests marked HOLE
-reproduced a defect of 3af8779, fixed since (where the fix chose another outcome than the
-one first expected - ``state`` refusing while a batch is pending under the retired PID,
-a state saved mid-move naming the old PID with its real sequences - the test says so and
-asserts it); tests marked PROBE attacked
-something that held and are kept as regressions. Expiry is made at once, as
-tests/test_idempotence_errors.py ``Harness.expire`` does it: the PID's entry is removed from
-the partition's ``pids`` hash and ``pid_expiry`` index, exactly what the expiry does.
-Faults go through :class:`fencing.faults.Proxy` (lost replies, lost requests) on a client
-of this test's own with short socket timeouts, so a retry budget runs out in about a
-second; the log is always read back with a client that does not go through the proxy.
-"""
+"""TODO docstring."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -31,104 +17,18 @@ from fencing.faults import Proxy
 from fencing.testing import memory_client, memory_redis, memory_server
 from fencing.verify import Attempt, verify_log
 
-from .conftest import ServerInfo
-from .support.fresh_pid import (
-    APPEND,
-    INCR,
+from ..support.fresh_pid import (
     LEASE_TTL,
     SHORT_LEASE,
     expire,
     issued,
     log,
     offsets,
+    outcome,
     pid_state,
-    wait_for,
 )
-
-# -- holes -----------------------------------------------------------------------------------
-
-
-def test_a_lost_reply_on_the_first_send_after_the_expiry_never_wedges_the_partition(
-    fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
-) -> None:
-    """HOLE. A producer sends ``a`` on partition 0, is idle past its state's expiry, then
-    sends ``b``: the append is refused 'idle' (nothing written) but its reply is lost; the
-    driver's retry is refused 'idle' again, and, as an earlier attempt "may have been
-    applied", the driver turns that into OutcomeUnknown (driver.py execute). The producer
-    keeps ``b`` pending under the old PID at sequence 1.
-
-    Expected: the producer goes on. The retry's 'idle' refusal proves no attempt landed
-    (one that had would have written the very state the refusal found missing), and the
-    resolve that follows can tell it too: the batch was sent milliseconds ago, far less than
-    half the expiry (README: only "a batch pending for longer than half the expiry, whose
-    state is gone, resolves as UnknownProducerId"). So either ``b`` is sent under a fresh
-    PID, or it is reported unknown and then resolved as "did not land", and the next send
-    (``c``) lands. Before 3af8779 the retry simply landed.
-    Got: resolve-4.lua refuses any stateless pending batch whose first sequence is not 0
-    (``if first_s ~= 0 or pending_ms * 2 >= expiry_ms``: UNKNOWN_PRODUCER_ID
-    'pending-expired'); the pending batch is never cleared (producer.py _send_next keeps
-    ``standing.pending`` on a FencingError from _resolve), so every later send on the
-    partition, and resolve(0), raise UnknownProducerId for ever: one lost reply at the wrong
-    moment bricks the partition for this producer, although nothing is uncertain.
-    Fix: resolve-4.lua: a batch with no state sent less than half the expiry ago never
-    landed whatever its first sequence (drop ``first_s ~= 0``; create the state one
-    generation up at its sequence, as for a first batch), or let the producer take the
-    fresh PID when the refusal the driver wrapped (``__cause__``) is UnknownProducerId
-    'idle' and the batch was sent less than half the expiry ago."""
-    topic = fclient.topic("t", partitions=1)
-    with topic.producer(lease_ttl=LEASE_TTL) as p:
-        assert offsets(p.send_batch([b"a"], partition=0)) == [0]
-        old = p.producer_id
-        expire(raw, topic, old)
-        with proxy.drop_replies(APPEND) as lost:
-            try:
-                b_offsets: list[int] | None = offsets(p.send_batch([b"b"], partition=0))
-            except fencing.OutcomeUnknown:
-                b_offsets = None
-        assert lost.hits == 1
-        if b_offsets is None:
-            assert p.resolve(0) is None  # it did not land (and now never will)
-        c = offsets(p.send_batch([b"c"], partition=0))
-        values = [v for _, v, _ in log(client, "t")]
-        if b_offsets is None:
-            assert (values, c) == ([b"a", b"c"], [1])
-        else:
-            assert (values, b_offsets, c) == ([b"a", b"b", b"c"], [1], [2])
-
-
-def test_a_failed_pid_allocation_leaves_nothing_pending(
-    fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
-) -> None:
-    """HOLE. The state expired while the producer was idle; its next send is refused
-    'idle' (nothing written, the reply arrives), and the fresh PID's INCR cannot reach
-    Redis within its budget (a blip): _allocate_producer_id raises OutcomeUnknown.
-
-    Expected: the send fails (the caller may be told Unavailable or OutcomeUnknown), and
-    as nothing was written and the refusal said so, nothing is left pending: the next
-    send, once Redis is back, takes the fresh PID and lands.
-    Got: _send_group hands the allocation's OutcomeUnknown to _refused with ``done`` still
-    describing the refused attempt (producer.py, ``except FencingError as failed: await
-    self._refused(standing, group, done, failed)``), and _refused marks it pending
-    (``unknown = isinstance(exc, OutcomeUnknown)`` -> _set_pending) under the old PID at
-    sequence 1. The next send resolves it: no state, first sequence > 0 -> UnknownProducerId
-    'pending-expired' on this and every later send on the partition (as in the lost-reply
-    hole above), though the batch provably never landed.
-    Fix: a failure to draw the fresh PID answers the group as the refusal it is (e.g. call
-    _refused with ``done.sequenced = None`` so nothing is set pending, and raise it as
-    Unavailable: the append was refused, only the allocation failed)."""
-    topic = fclient.topic("t", partitions=1)
-    with topic.producer(lease_ttl=SHORT_LEASE) as p:
-        assert offsets(p.send_batch([b"a"], partition=0)) == [0]
-        old = p.producer_id
-        expire(raw, topic, old)
-        with proxy.drop_requests(INCR, count=None) as dropped, pytest.raises(fencing.FencingError):
-            p.send_batch([b"b"], partition=0)
-        assert dropped.hits >= 1
-        assert log(client, "t") == [(0, b"a", old)]
-        assert offsets(p.send_batch([b"c"], partition=0)) == [1]
-        fresh = p.producer_id
-        assert fresh != old
-        assert log(client, "t") == [(0, b"a", old), (1, b"c", fresh)]
+from ..support.polling import wait_until
+from ..support.wire import APPEND
 
 
 def test_state_saved_while_a_batch_is_pending_under_the_retired_pid_keeps_it_deduplicable(
@@ -180,7 +80,7 @@ def test_state_saved_while_a_batch_is_pending_under_the_retired_pid_keeps_it_ded
     assert [v for _, v, _ in log(client, "t", 1)] == [b"b", b"r", b"s"]
 
 
-class _OnRetire:
+class OnRetire:
     """``Producer._retired`` as a data descriptor: ``then`` runs right after the first
     assignment that retires a PID (an interrupt, or another thread, arriving between that
     statement and the next)."""
@@ -231,7 +131,7 @@ def test_an_interrupt_between_retiring_the_pid_and_taking_the_fresh_one_loses_no
         def interrupt(_: Any) -> None:
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(sync_producer.Producer, "_retired", _OnRetire(interrupt), raising=False)
+        monkeypatch.setattr(sync_producer.Producer, "_retired", OnRetire(interrupt), raising=False)
         with pytest.raises(KeyboardInterrupt):
             p.send_batch([b"lost-to-ctrl-c"], partition=0)
         x_again = offsets(p.send_batch([b"x"], partition=1))
@@ -242,7 +142,7 @@ def test_an_interrupt_between_retiring_the_pid_and_taking_the_fresh_one_loses_no
     assert y == [1]
 
 
-class _InterruptedReplace:
+class InterruptedReplace:
     """``dataclasses`` as fencing._sync.producer sees it, whose first replace() is
     interrupted (Ctrl-C arrives while dataclasses.replace runs: many Python-level steps)."""
 
@@ -285,7 +185,7 @@ def test_an_interrupt_while_a_partition_moves_to_the_fresh_pid_loses_nothing(
         expire(raw, topic, old, 0)
         assert offsets(p.send_batch([b"y"], partition=0)) == [1]
         assert p._standing[1].pid == old
-        monkeypatch.setattr(sync_producer, "dataclasses", _InterruptedReplace())
+        monkeypatch.setattr(sync_producer, "dataclasses", InterruptedReplace())
         with pytest.raises(KeyboardInterrupt):
             p.send_batch([b"lost-to-ctrl-c"], partition=1)
         x_again = offsets(p.send_batch([b"x"], partition=1))
@@ -316,7 +216,7 @@ def test_state_read_while_another_thread_takes_the_fresh_pid_never_names_the_old
         old = p.producer_id
         expire(raw, topic, old, 0)
 
-        hook = _OnRetire(lambda producer: seen.append(producer.state))  # a checkpoint, then
+        hook = OnRetire(lambda producer: seen.append(producer.state))  # a checkpoint, then
         monkeypatch.setattr(sync_producer.Producer, "_retired", hook, raising=False)
         assert offsets(p.send_batch([b"y"], partition=0)) == [1]
     (saved,) = seen
@@ -366,103 +266,6 @@ def test_verify_reports_an_exclusive_producer_that_took_a_fresh_pid_as_a_pid_cha
     assert verify_log(client, "t", attempts=acked, exclusive=False).ok
 
 
-# -- probes: lost replies around the re-key --------------------------------------------------
-
-
-def test_a_lost_reply_on_the_resend_under_the_fresh_pid_is_deduplicated(
-    fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
-) -> None:
-    """PROBE. The first attempt is refused 'idle' (its reply arrives); the same group goes
-    again as the fresh PID's first batch, and that reply is lost: the driver's retry is
-    found in the fresh PID's window and answered with the original offset, written once."""
-    topic = fclient.topic("t", partitions=1)
-    with topic.producer(lease_ttl=LEASE_TTL) as p:
-        p.send_batch([b"a"], partition=0)
-        old = p.producer_id
-        expire(raw, topic, old)
-        rules: list[Any] = []
-        take = p._take_fresh_pid
-
-        def take_then_lose(standing: Any) -> None:
-            take(standing)
-            rules.append(proxy.drop_replies(APPEND))  # the resend's reply is lost
-
-        p._take_fresh_pid = take_then_lose  # type: ignore[method-assign]
-        with proxy.observe(APPEND) as seen:
-            assert offsets(p.send_batch([b"b", b"c"], partition=0)) == [1, 2]
-        (lost,) = rules
-        proxy.clear()
-        assert (lost.hits, seen.hits) == (1, 3)  # refused, resent (lost), retried
-        fresh = p.producer_id
-        assert fresh == old + 1
-        assert offsets(p.send_batch([b"d"], partition=0)) == [3]
-    assert log(client, "t") == [
-        (0, b"a", old),
-        (1, b"b", fresh),
-        (2, b"c", fresh),
-        (3, b"d", fresh),
-    ]
-    state = pid_state(raw, topic, fresh)
-    assert (state.generation, state.last_sequence) == (0, 2)
-    assert [list(w[:2]) for w in state.window] == [[0, 1], [2, 2]]
-    assert pid_state(raw, topic, old) is None
-    assert issued(raw, client) == fresh
-
-
-def test_every_reply_of_the_resend_lost_resolves_as_landed_under_the_fresh_pid(
-    fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
-) -> None:
-    """PROBE. As above, but every reply of the resend is lost: OutcomeUnknown, pending
-    under the fresh PID at sequence 0; the next send resolves it under that PID (landed,
-    once, its original offset) and goes on at sequence 1."""
-    topic = fclient.topic("t", partitions=1)
-    with topic.producer(lease_ttl=SHORT_LEASE) as p:
-        p.send_batch([b"a"], partition=0)
-        old = p.producer_id
-        expire(raw, topic, old)
-        rules: list[Any] = []
-        take = p._take_fresh_pid
-
-        def take_then_lose(standing: Any) -> None:
-            take(standing)
-            rules.append(proxy.drop_replies(APPEND, count=None))
-
-        p._take_fresh_pid = take_then_lose  # type: ignore[method-assign]
-        with pytest.raises(fencing.OutcomeUnknown):
-            p.send_batch([b"b"], partition=0)
-        proxy.clear()
-        fresh = p.producer_id
-        assert p._standing[0].pending is not None and p._standing[0].pid == fresh
-        assert offsets(p.send_batch([b"c"], partition=0)) == [2]
-        assert p.last_resolution == (0, [fencing.RecordMetadata("t", 0, 1, p.epoch(0))])
-    assert log(client, "t") == [(0, b"a", old), (1, b"b", fresh), (2, b"c", fresh)]
-    state = pid_state(raw, topic, fresh)
-    assert (state.generation, state.last_sequence) == (0, 1)
-
-
-def test_a_lost_reply_of_the_pid_allocation_wastes_an_id_only(
-    fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
-) -> None:
-    """PROBE. The fresh PID's INCR is applied but its reply lost: the allocation is
-    retried (a second id is drawn, the first never used by anyone); the group lands once
-    under the second, from sequence 0."""
-    topic = fclient.topic("t", partitions=1)
-    with topic.producer(lease_ttl=SHORT_LEASE) as p:
-        p.send_batch([b"a"], partition=0)
-        old = p.producer_id
-        expire(raw, topic, old)
-        with proxy.drop_replies(INCR) as lost:
-            assert offsets(p.send_batch([b"b"], partition=0)) == [1]
-        assert lost.hits == 1
-        fresh = p.producer_id
-        assert fresh == old + 2 == issued(raw, client)
-    assert log(client, "t") == [(0, b"a", old), (1, b"b", fresh)]
-    assert pid_state(raw, topic, old + 1) is None
-
-
-# -- probes: many partitions, pending batches, resolve ---------------------------------------
-
-
 def test_partitions_that_find_out_at_once_draw_one_fresh_pid(
     client: fencing.Client, raw: redis.Redis
 ) -> None:
@@ -488,7 +291,7 @@ def test_partitions_that_find_out_at_once_draw_one_fresh_pid(
             take(standing)
 
         def held() -> int:
-            wait_for(lambda: inside[0] == n)
+            wait_until(lambda: inside[0] == n, timeout=5.0, interval=0.001)
             return allocate()
 
         p._take_fresh_pid = counted  # type: ignore[method-assign]
@@ -601,9 +404,6 @@ def test_an_idle_producer_without_idempotence_keeps_its_pid(
         assert offsets(p.send_batch([b"b"], partition=0)) == [1]
         assert p.producer_id == pid == issued(raw, client)
     assert log(client, "t") == [(0, b"a", pid), (1, b"b", pid)]
-
-
-# -- probes: incarnations, fencing, state ----------------------------------------------------
 
 
 def test_state_saved_after_the_move_resumes_and_fences_every_partition(
@@ -761,9 +561,6 @@ def test_an_exclusive_producer_takes_a_fresh_pid_within_its_epoch(
     assert issued(raw, client) == fresh
 
 
-# -- probes: send_async, asyncio cancellation, the in-memory client --------------------------
-
-
 def test_send_async_records_on_expired_partitions_land_once_under_one_fresh_pid(
     client: fencing.Client, raw: redis.Redis
 ) -> None:
@@ -802,50 +599,6 @@ def test_send_async_records_on_expired_partitions_land_once_under_one_fresh_pid(
         assert offsets(q.send_batch([b"next"], partition=2)) == [6]
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_a_task_cancelled_while_the_fresh_pid_is_drawn_leaves_no_trace(
-    server: ServerInfo, proxy: Proxy, namespace: str, raw: redis.Redis, anyio_backend: str
-) -> None:
-    """PROBE. A task's send on an expired partition is refused 'idle'; the fresh PID's INCR
-    hangs (request lost, connection mute) and the task is cancelled there. A second task
-    queued behind it on the partition then sends: it takes the fresh PID and lands; the
-    cancelled record is nowhere, the lost INCR drew nothing, the log has no gap."""
-    client = fencing.aio.Client.from_url(proxy.url_for(server.url), namespace=namespace)
-    try:
-        topic = client.topic("t", partitions=1)
-        producer = await topic.producer(lease_ttl=LEASE_TTL)
-        await producer.send(b"a", partition=0)
-        old = producer.producer_id
-        expire(raw, topic, old)
-        rule = proxy.drop_requests(INCR, close=False)
-        first = asyncio.ensure_future(producer.send(b"x", partition=0))
-        await asyncio.wait_for(asyncio.to_thread(rule.fired.wait, 5), 6)
-        second = asyncio.ensure_future(producer.send(b"y", partition=0))
-        while len(producer._standing[0].queue) < 1:
-            await asyncio.sleep(0)
-        first.cancel()
-        proxy.clear()
-        with pytest.raises(asyncio.CancelledError):
-            await first
-        md = await asyncio.wait_for(second, 5)
-        assert md.offset == 1
-        fresh = producer.producer_id
-        assert fresh == old + 1
-        assert offsets([await producer.send(b"z", partition=0)]) == [2]
-        await producer.close()
-        assert int(raw.get(client.keys.producer_ids()) or 0) == fresh  # the lost INCR drew none
-    finally:
-        await client.close()
-    records = [(r.offset, r.value, r.producer_id) for r in _plain_log(server, namespace)]
-    assert records == [(0, b"a", old), (1, b"y", fresh), (2, b"z", fresh)]
-
-
-def _plain_log(server: ServerInfo, namespace: str) -> list[Any]:
-    with fencing.Client.from_url(server.url, namespace=namespace) as c:
-        return c.topic("t").reader(0, 0).read(max_records=100)
-
-
 def test_the_in_memory_client_takes_a_fresh_pid_the_same_way() -> None:
     """PROBE. fencing.testing's in-memory client (fakeredis, the same Lua): an idle
     producer's expired state means one fresh PID for all partitions, sequences from 0;
@@ -871,3 +624,178 @@ def test_the_in_memory_client_takes_a_fresh_pid_the_same_way() -> None:
         stored = pid_state(raw, topic, fresh, i)
         assert (stored.generation, stored.last_sequence) == (0, 0)
     client.close()
+
+
+class OnSet:
+    """A slot of ``_Standing`` as a data descriptor: ``then`` runs once, right after the
+    slot is assigned on a partition the test names (another thread reading there)."""
+
+    def __init__(self, slot: Any, partition: int, then: Any) -> None:
+        self.slot, self.partition, self.then = slot, partition, then
+        self.armed = False
+        self.fired = False
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        return self if obj is None else self.slot.__get__(obj, owner)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        self.slot.__set__(obj, value)
+        if self.armed and not self.fired and obj.pk.partition == self.partition:
+            self.fired = True
+            self.then()
+
+
+def test_state_read_while_a_partition_moves_to_the_fresh_pid_never_pairs_it_with_old_sequences(
+    client: fencing.Client, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HOLE (a thread interleaving, a record written twice). A copy job: P0 sent ``b`` on
+    partition 1 (its sequence 1 next there); partition 0 was idle past its expiry and took
+    the fresh PID P1. The job sends ``r`` on partition 1, which first moves it to P1
+    (producer.py:738-739 -> ``_adopt_pid``, :896-902): ``standing.pid, standing.generation,
+    standing.next_sequence = pid, 0, 0`` is three stores, and the interpreter may switch
+    threads between them. Another thread checkpoints ``producer.state`` there (forced
+    here by reading it from the store of ``generation``); ``r`` lands as P1's sequence 0
+    at offset 1; the job crashes, and a new incarnation resumes the checkpoint and sends
+    ``r`` again (its position is before ``r``).
+
+    Expected: the checkpoint names partition 1 either with P0's real sequence, or at the
+    fresh PID's 0, so the resent ``r`` is found in P1's window: offset 1, written once.
+    Got: ``state`` (producer.py:1208-1230, ``moved`` at :1216) sees ``standing.pid``
+    already P1, so the partition does not count as moved (``_moves``), and reports
+    ``next_sequence``, still P0's 1, as P1's: the resumed incarnation sends ``r`` as
+    P1's sequence 1, the next one after the ``r`` P1 wrote, and it lands a second time
+    (offset 2).
+    Fix: in ``_adopt_pid`` assign ``generation`` and ``next_sequence`` before ``pid`` (a
+    read in between still sees the partition on a retired PID: moved, 0/0), or keep
+    (pid, generation, next_sequence) in one tuple that ``state`` reads at once."""
+    topic = client.topic("t", partitions=2)
+    seen: list[fencing.ProducerState] = []
+    x = topic.producer(lease_ttl=LEASE_TTL)
+    try:
+        assert offsets(x.send_batch([b"a"], partition=0)) == [0]
+        assert offsets(x.send_batch([b"b"], partition=1)) == [0]
+        old = x.producer_id
+        expire(raw, topic, old, 0)
+        assert offsets(x.send_batch([b"c"], partition=0)) == [1]
+        fresh = x.producer_id
+        assert fresh != old and x._standing[1].pid == old
+        slot = sync_producer._Standing.__dict__["generation"]
+        hook = OnSet(slot, 1, lambda: seen.append(x.state))  # the checkpoint
+        monkeypatch.setattr(sync_producer._Standing, "generation", hook)
+        hook.armed = True
+        assert offsets(x.send_batch([b"r"], partition=1)) == [1]
+        monkeypatch.undo()
+    finally:
+        x.close()  # the crash
+    (saved,) = seen
+    named = (saved.producer_id, saved.next_sequence(1))
+    with topic.producer(resume=saved, lease_ttl=LEASE_TTL) as y:
+        resent = outcome(lambda: offsets(y.send_batch([b"r"], partition=1)))
+    values = [v for _, v, _ in log(client, "t", 1)]
+    # (named is (fresh, 1): P1 with P0's sequence; the resend lands again at offset 2.)
+    assert (named in ((old, 1), (fresh, 0)), resent, values) == (True, [1], [b"b", b"r"])
+
+
+def test_two_threads_finding_the_expiry_on_two_partitions_draw_one_fresh_pid(
+    client: fencing.Client, raw: redis.Redis
+) -> None:
+    """PROBE. P0's state expired on partitions 0 and 1. Thread A's send on 0 is refused
+    'idle' and draws the fresh PID; while that draw is out, thread B's send on 1 (still
+    under P0) is refused 'idle' too and waits for the draw. One PID is drawn, both records
+    land once under it from sequence 0, and state names it with 1/1."""
+    topic = client.topic("t", partitions=2)
+    with topic.producer(lease_ttl=LEASE_TTL) as p:
+        p.send_batch([b"a0"], partition=0)
+        p.send_batch([b"a1"], partition=1)
+        old = p.producer_id
+        expire(raw, topic, old, 0)
+        expire(raw, topic, old, 1)
+        entered: list[int] = []
+        take = p._take_fresh_pid
+
+        def record(standing: Any) -> None:
+            entered.append(standing.pk.partition)
+            take(standing)
+
+        p._take_fresh_pid = record  # type: ignore[method-assign]
+        allocate = client._allocate_producer_id
+        draws: list[int] = []
+        results: dict[str, Any] = {}
+
+        def send_b() -> None:
+            results["b"] = offsets(p.send_batch([b"b1"], partition=1))
+
+        b = threading.Thread(target=send_b)
+
+        def slow_allocate() -> int:
+            if not draws:
+                b.start()
+                # B was refused 'idle' under P0
+                wait_until(lambda: 1 in entered, timeout=5.0, interval=0.001)
+                time.sleep(0.05)  # ... and waits for this draw
+            draws.append(allocate())
+            return draws[-1]
+
+        client._allocate_producer_id = slow_allocate  # type: ignore[method-assign]
+        try:
+            results["a"] = offsets(p.send_batch([b"b0"], partition=0))
+            b.join(5)
+        finally:
+            del client._allocate_producer_id
+        fresh = p.producer_id
+        state = p.state
+    assert (results, sorted(entered), draws) == ({"a": [1], "b": [1]}, [0, 1], [fresh])
+    assert fresh == old + 1 == issued(raw, client)
+    assert (state.producer_id, dict(state.sequences)) == (fresh, {0: 1, 1: 1})
+    for i in range(2):
+        assert log(client, "t", i) == [(0, b"a%d" % i, old), (1, b"b%d" % i, fresh)]
+
+
+def test_a_real_one_second_expiry_moves_every_partition_to_one_fresh_pid(
+    client: fencing.Client, raw: redis.Redis
+) -> None:
+    """PROBE. No helper: the topic keeps state 1 s, the producer is idle 1.2 s, so its
+    state is still stored but past its expiry (read_pid treats it as none). The next sends
+    on both partitions take one fresh PID from sequence 0, and the old one's state saved
+    before the expiry is not resumable."""
+    topic = client.topic("t", partitions=2, producer_state_ttl=1)
+    with topic.producer(lease_ttl=LEASE_TTL) as p:
+        p.send_batch([b"a0"], partition=0)
+        p.send_batch([b"a1"], partition=1)
+        old, saved = p.producer_id, p.state
+        time.sleep(1.2)
+        assert pid_state(raw, topic, old, 0) is not None  # stored, but expired
+        assert offsets(p.send_batch([b"b0"], partition=0)) == [1]
+        assert offsets(p.send_batch([b"b1"], partition=1)) == [1]
+        fresh = p.producer_id
+        state = p.state
+        with pytest.raises(fencing.UnknownProducerId):
+            topic.producer(resume=saved, lease_ttl=LEASE_TTL)
+    assert fresh == old + 1 == issued(raw, client)
+    assert (state.producer_id, dict(state.sequences)) == (fresh, {0: 1, 1: 1})
+    for i in range(2):
+        assert log(client, "t", i) == [(0, b"a%d" % i, old), (1, b"b%d" % i, fresh)]
+
+
+def test_the_in_memory_client_takes_a_fresh_pid_on_a_real_expiry() -> None:
+    """PROBE. fencing.testing's in-memory client with a topic keeping state 1 s: idle past
+    it, the producer goes on under one fresh PID on both partitions, nothing written twice."""
+    mem = memory_server()
+    client, raw = memory_client(server=mem), memory_redis(server=mem)
+    try:
+        topic = client.topic("t", partitions=2, producer_state_ttl=1)
+        with topic.producer(lease_ttl=LEASE_TTL) as p:
+            p.send_batch([b"a0"], partition=0)
+            p.send_batch([b"a1"], partition=1)
+            old = p.producer_id
+            time.sleep(1.2)
+            assert offsets(p.send_batch([b"b1"], partition=1)) == [1]
+            assert offsets(p.send_batch([b"b0", b"c0"], partition=0)) == [1, 2]
+            fresh = p.producer_id
+            state = p.state
+        assert fresh == old + 1 == issued(raw, client)
+        assert (state.producer_id, dict(state.sequences)) == (fresh, {0: 2, 1: 1})
+        assert log(client, "t", 0) == [(0, b"a0", old), (1, b"b0", fresh), (2, b"c0", fresh)]
+        assert log(client, "t", 1) == [(0, b"a1", old), (1, b"b1", fresh)]
+    finally:
+        client.close()
