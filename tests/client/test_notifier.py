@@ -23,6 +23,7 @@ from fencing._runtime.threads.notify import Notifier, Subscription
 from fencing.faults import Proxy
 
 from ..conftest import ServerInfo
+from ..support.flavours import Api
 
 ROUNDS = 30
 CHANNELS = 4  # subscribed and closed per round, each from its own thread
@@ -213,3 +214,22 @@ def test_a_bare_notifier_survives_severs_and_closes_promptly(
         _bounded(notifier.close, "notifier.close()")
         assert not listener.thread.is_alive()
         assert notifier._listener is None
+
+
+async def test_resubscribing_a_channel_its_last_subscriber_just_left_is_confirmed_at_once(
+    aio_api: Api,
+) -> None:
+    """Hole (latency): ``Notifier._remove`` drops the channel's confirmation event and kicks a
+    sync; a new subscriber of the same channel before that sync ran gets a fresh event, the
+    sync finds the channel wanted and still subscribed (nothing to send), so no
+    confirmation ever comes and ``async with notifier.subscribe(ch)`` waits its full
+    ``_CONFIRM_SECONDS`` (2 s). Any waiter that subscribes right after another one left
+    (same client, same resource) stalls 2 s before it looks again."""
+    client = aio_api.client()
+    notifier = client._notifications
+    async with notifier.subscribe("review-14"):
+        pass
+    started = time.monotonic()
+    async with notifier.subscribe("review-14"):
+        took = time.monotonic() - started
+    assert took < 0.5, f"subscribing again took {took:.2f}s (the confirmation never came)"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import pytest
 import redis
 
 import fencing
+import fencing.aio
 from fencing import AccessMode
 from fencing.embedded import EmbeddedServer
 
@@ -150,3 +152,95 @@ async def test_bad_acks_are_refused_before_any_io(api: Api) -> None:
         client.ownership("g", "a", acks=2)
     with pytest.raises(fencing.InvalidArgument):
         client.election("e", "a", acks="quorum")
+
+
+@pytest.fixture
+def valkey_pair() -> Iterator[tuple[EmbeddedServer, EmbeddedServer]]:
+    """A Valkey master (DEBUG enabled) and a replica of it, online."""
+    try:
+        master = EmbeddedServer.start("valkey", extra_args=("--enable-debug-command", "yes"))
+    except Exception as exc:  # pragma: no cover - no valkey binary here
+        pytest.skip(f"no valkey-server: {exc}")
+    with master, EmbeddedServer.start("valkey") as replica:
+        with redis.Redis(port=replica.port) as r:
+            r.replicaof("127.0.0.1", master.port)
+        with redis.Redis(port=master.port, decode_responses=True) as m:
+            for _ in range(200):
+                slave = m.info("replication").get("slave0")
+                if isinstance(slave, dict) and slave.get("state") == "online":
+                    break
+                time.sleep(0.05)
+            else:
+                pytest.fail("the replica did not come online")
+        yield master, replica
+
+
+def test_a_deduplicated_retry_is_not_reported_replicated(
+    valkey_pair: tuple[EmbeddedServer, EmbeddedServer],
+) -> None:
+    """acks='replicated', the replica stopped (SIGSTOP): the first attempt of a send runs on
+    the primary but its reply is late (the server is busy: DEBUG SLEEP), the driver resends
+    on a new connection, the append script finds the batch in the duplicate window and
+    writes nothing, and the WAIT behind it counts only *that connection's* writes (Valkey
+    8: none), so it answers 1 at once. The send returns success for a record no replica
+    has. Fix: a wait must cover the write it vouches for: in lua/append-6.lua (and
+    resolve-4, sink_append-4, claim/renew) write something on the duplicate path when the
+    caller waits (e.g. an ARGV flag that HSETs a "last acked" field), or have
+    fencing/_async/driver.py Driver.execute_once send the wait only after a script that
+    wrote, else raise NotEnoughReplicas/OutcomeUnknown for a duplicate answer."""
+    master, replica = valkey_pair
+    client = fencing.Client.from_url(master.url, namespace="dup")
+    producer = client.topic("t", partitions=1).producer(lease_ttl=4.0, acks="replicated")
+    producer.send(b"warm", partition=0)
+    os.kill(replica.process.pid, signal.SIGSTOP)
+    sleeper = threading.Thread(
+        target=lambda: redis.Redis(port=master.port).execute_command("DEBUG", "SLEEP", 1.2)
+    )
+    try:
+        sleeper.start()
+        time.sleep(0.05)
+        try:
+            md = producer.send(b"x", partition=0)
+        except fencing.OutcomeUnknown:
+            pass  # NotEnoughReplicas or OutcomeUnknown: honest
+        else:
+            with redis.Redis(port=master.port, decode_responses=True) as m:
+                acked = m.info("replication")["slave0"]
+            pytest.fail(
+                f"send with acks='replicated' returned {md} while the only replica was "
+                f"stopped and never received it (replica ack: {acked})"
+            )
+    finally:
+        sleeper.join()
+        os.kill(replica.process.pid, signal.SIGCONT)
+        producer.close()
+        client.close()
+
+
+def test_resolve_after_not_enough_replicas_still_waits(
+    valkey_pair: tuple[EmbeddedServer, EmbeddedServer],
+) -> None:
+    """acks='replicated' and a stopped replica: send raises NotEnoughReplicas (right), then
+    ``producer.resolve(p)`` answers "landed once, here are its offsets" while no replica
+    has it: the resolution runs with no wait at all (Producer._resolve calls
+    ``self._execute(call)`` without ``self.durability``), so the caller who asked for
+    replicated acks is told the batch is settled while a failover would still lose it.
+    Fix: fencing/_async/producer.py Producer._resolve: execute with self.durability (and
+    make the resolve script write on its "landed" path so the WAIT covers the batch)."""
+    master, replica = valkey_pair
+    client = fencing.Client.from_url(master.url, namespace="res")
+    producer = client.topic("t", partitions=1).producer(lease_ttl=4.0, acks="replicated")
+    producer.send(b"warm", partition=0)
+    os.kill(replica.process.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(fencing.NotEnoughReplicas):
+            producer.send(b"x", partition=0)
+        try:
+            landed = producer.resolve(0)
+        except fencing.OutcomeUnknown:
+            return  # still short: honest
+        pytest.fail(f"resolve() reported {landed} as landed; no replica has it")
+    finally:
+        os.kill(replica.process.pid, signal.SIGCONT)
+        producer.close()
+        client.close()

@@ -4,6 +4,8 @@ tests/test_election_processes.py has the multi-process cases)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import pickle
 import threading
 import time
@@ -16,6 +18,7 @@ from fencing import Client, Leadership
 from fencing._keys import ELECTION_GROUP
 from fencing.faults import Proxy
 
+from ..support.flavours import Api
 from ..support.polling import wait_until
 
 
@@ -334,3 +337,24 @@ def test_concurrent_checks_during_a_takeover_give_one_on_revoked(client: Client)
     election.close()
     assert len(results) == 8 and all(isinstance(e, fencing.Fenced) for e in results), results
     assert revoked == [1]
+
+
+async def test_client_close_stops_a_held_terms_renewals(api: Api) -> None:
+    """Hole: the election's renewal and deadline runners are spawned outside the keeper, and
+    ``Client.close`` does not end them: after close() the term goes on renewing its lease
+    (through a fresh driver the closed client makes on demand), so the leadership outlives
+    the client and no other process can be elected."""
+    client = api.client()
+    election = client.election("e", "a", ttl=1.0)
+    campaign = election.campaign(timeout=5)
+    term = await campaign.__aenter__()
+    try:
+        await client.close()
+        await asyncio.sleep(2.0)  # two ttls
+        other = api.client().election("e", "b", ttl=1.0)
+        leader = await other.leader()
+        assert leader is None, f"the closed client's term is still renewed: {leader}"
+        assert term.lost.is_set(), "the term of a closed client still reads as held"
+    finally:
+        with contextlib.suppress(Exception):
+            await campaign.__aexit__(None, None, None)

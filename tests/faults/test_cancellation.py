@@ -11,10 +11,11 @@ import os
 import random
 
 import fencing
-from fencing import AccessMode
+from fencing import AccessMode, ProducerBusy
 from fencing.verify import Attempt, verify_log
 
 from ..support.flavours import Api
+from ..support.polling import wait_until_async
 
 SEED = int(os.environ.get("CANCEL_SEED", "0")) or random.randrange(1 << 30)
 
@@ -105,3 +106,176 @@ async def test_cancelled_free_claims_are_given_back_unless_they_returned(aio_api
         else:
             assert set(owner.grants) == {f"r{i}"}
         await owner.close()
+
+
+async def test_cancelled_poll_over_two_partitions_skips_no_record(aio_api: Api) -> None:
+    """Hole: ``Consumer._fetch`` reads the partitions one after the other and each read
+    moves that reader's position. A poll cancelled while it reads partition 1 has moved
+    partition 0 past records it never returned: the next poll (and a default commit)
+    skips them for good."""
+    client = aio_api.client()
+    topic = client.topic("t", partitions=2)
+    async with await topic.producer() as producer:
+        for p in (0, 1):
+            await producer.send_batch([b"a", b"b", b"c"], partition=p)
+    async with await topic.consumer("g", "m", partitions=[0, 1], start="earliest") as consumer:
+        task = asyncio.ensure_future(consumer.poll(max_records=100))
+        # Partition 0 is read first; its position moves as soon as its records are in,
+        # while the task already waits on partition 1's read.
+        await wait_until_async(
+            lambda: consumer.position(0) == 3 or task.done(), timeout=5.0, interval=0
+        )
+        assert not task.done()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        seen = [(r.partition, r.offset) for r in await consumer.poll(max_records=100)]
+        assert sorted(seen) == [(p, o) for p in (0, 1) for o in range(3)], (
+            f"records read by the cancelled poll were never returned: {seen}"
+        )
+
+
+async def test_cancelled_blocking_poll_skips_no_record(aio_api: Api) -> None:
+    """Hole: a blocking poll moves the reader past the records that arrived, then checks
+    the grant (``Consumer._after_block``); cancelled during that check it puts the position
+    back only for a FencingError, so the records are skipped."""
+    client = aio_api.client()
+    topic = client.topic("t", partitions=1)
+    await topic.open()
+    async with await topic.consumer("g", "m", partitions=[0], start="earliest") as consumer:
+        task = asyncio.ensure_future(consumer.poll(max_records=100, block_ms=5000))
+        await asyncio.sleep(0.2)  # the poll now blocks on the empty partition
+        async with await topic.producer() as producer:
+            await producer.send_batch([b"a", b"b"], partition=0)
+        await wait_until_async(
+            lambda: consumer.position(0) == 2 or task.done(), timeout=5.0, interval=0
+        )
+        assert not task.done()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        seen = [r.offset for r in await consumer.poll(max_records=100)]
+        assert seen == [0, 1], f"records read by the cancelled poll were never returned: {seen}"
+
+
+async def test_campaign_cancelled_after_its_grant_leaves_no_term_renewing(aio_api: Api) -> None:
+    """Hole: ``Election._try_win`` starts the term (renewal and deadline tasks, listed in
+    ``_terms``) and then awaits ``_publish_change``; a cancellation there propagates out of
+    ``campaign()`` without resigning. The caller never got a Leadership, yet the term keeps
+    renewing its lease for ever: every other candidate is locked out until close()."""
+    client = aio_api.client()
+    election = client.election("e", "a", ttl=1.0)
+    entered = asyncio.Event()
+    real_publish = election._publish_change
+
+    async def slow_publish(message: str) -> None:
+        entered.set()
+        await asyncio.sleep(0.5)  # one round trip, stretched so the test can aim at it
+        await real_publish(message)
+
+    election._publish_change = slow_publish
+
+    async def lead() -> None:
+        async with election.campaign(timeout=5):
+            await asyncio.sleep(30)
+
+    task = asyncio.ensure_future(lead())
+    await asyncio.wait_for(entered.wait(), 5)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(1.5)  # longer than the ttl: an unrenewed lease has lapsed
+    other = aio_api.client().election("e", "b", ttl=1.0)
+    leader = await other.leader()
+    try:
+        assert leader is None, f"a cancelled campaign still holds the lease: {leader}"
+        assert not election._terms, "a cancelled campaign left a term running"
+    finally:
+        await election.close()
+
+
+async def test_campaign_cancelled_while_deregistering_leaves_no_lease(aio_api: Api) -> None:
+    """Hole: once the claim is granted, ``Election._try_win`` deregisters the candidate in a
+    ``finally``; a cancellation there skips the ``except`` that closes the owner, so the
+    grant stays held (by nobody) until its lease lapses, and other candidates wait a ttl."""
+    client = aio_api.client()
+    election = client.election("e", "a", ttl=3.0)
+    deregistering = asyncio.Event()
+    real_register = election._register
+
+    async def slow_register(session: str, ttl_ms: int) -> None:
+        if ttl_ms == 0:
+            deregistering.set()
+            await asyncio.sleep(0.5)
+        await real_register(session, ttl_ms)
+
+    election._register = slow_register
+
+    async def lead() -> None:
+        async with election.campaign(timeout=5):
+            await asyncio.sleep(30)
+
+    task = asyncio.ensure_future(lead())
+    await asyncio.wait_for(deregistering.wait(), 5)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    other = aio_api.client().election("e", "b", ttl=3.0)
+    try:
+        # Well below the ttl: the cancelled campaign gave its grant back at once.
+        async with other.campaign(timeout=1.0) as term:
+            assert term.token >= 2
+    finally:
+        await election.close()
+
+
+async def test_close_cancelled_midway_can_be_retried_and_frees_the_partitions(aio_api: Api) -> None:
+    """Hole: ``Producer.close`` sets ``_closed`` before it leaves the partitions, and
+    ``close`` returns at once when ``_closed`` is set. A close cancelled mid-way (a shutdown
+    under ``asyncio.timeout``, a TaskGroup torn down) leaves partitions held, and calling
+    close() again does nothing: the exclusive lease blocks everyone until it lapses."""
+    client = aio_api.client()
+    topic = client.topic("t", partitions=4)
+    await topic.open()
+    for turns in range(1, 6):
+        producer = await topic.producer(AccessMode.EXCLUSIVE, lease_ttl=10.0)
+        closing = asyncio.ensure_future(producer.close())
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        closing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await closing
+        await producer.close()  # the retry every caller would make
+        try:
+            other = await topic.producer(AccessMode.EXCLUSIVE, lease_ttl=10.0)
+        except ProducerBusy as exc:
+            raise AssertionError(
+                f"close cancelled after {turns} turns, then closed again: still held ({exc})"
+            ) from exc
+        await other.close()
+
+
+async def test_release_cancelled_midway_can_be_retried(aio_api: Api) -> None:
+    """Hole: ``Ownership.release`` pops each grant before its release call; a release (or
+    close) cancelled during that call forgets the grant, so a second release/close gives
+    nothing back and the resource stays held until the lease lapses."""
+    client = aio_api.client()
+    for turns in range(1, 6):
+        owner = client.ownership("g", "a", ttl=10.0)
+        await owner.claim(["r0", "r1", "r2", "r3"])
+        releasing = asyncio.ensure_future(owner.close())
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        releasing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await releasing
+        with contextlib.suppress(fencing.InvalidArgument):
+            await owner.close()
+        check = client.ownership("g", "b", ttl=10.0)
+        try:
+            await check.claim(["r0", "r1", "r2", "r3"])
+        except fencing.OwnershipConflict as exc:
+            raise AssertionError(
+                f"close cancelled after {turns} turns, then closed again: still held ({exc})"
+            ) from exc
+        await check.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -10,10 +11,12 @@ from urllib.parse import urlparse
 import pytest
 import redis
 
+import fencing
 from fencing import Client, Fenced, Grant, LeaseExpired, OwnershipConflict
 
 from ..conftest import ServerInfo
 from ..support.clock import server_ms, wait_server_past
+from ..support.flavours import Api
 from ..support.polling import wait_until
 
 
@@ -204,3 +207,23 @@ def test_a_waiting_claim_rechecks_when_the_release_notification_never_comes(
     finally:
         holder_client.close()
         raw.acl_deluser(user)
+
+
+async def test_second_waiting_claim_on_a_resource_is_woken_promptly(api: Api) -> None:
+    """Guard (passes): a waiting claim that follows another, timed-out waiter of the same
+    resource on the same client is woken by the release, not by its polling."""
+    client = api.client()
+    holder = client.ownership("g", "holder", ttl=10.0)
+    await holder.claim("r")
+    first = client.ownership("g", "first", ttl=10.0)
+    with pytest.raises(fencing.OwnershipConflict):
+        await first.claim("r", wait=True, timeout=0.3)
+    second = client.ownership("g", "second", ttl=10.0)
+    started = time.monotonic()
+    claim = asyncio.ensure_future(second.claim("r", wait=True, timeout=5))
+    await asyncio.sleep(0.1)
+    await holder.release()
+    await claim
+    took = time.monotonic() - started
+    await second.close()
+    assert took < 1.0, f"a waiting claim took {took:.2f}s to see a release 0.1s in"

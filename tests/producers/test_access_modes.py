@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
@@ -11,8 +13,10 @@ import redis
 import fencing
 from fencing import AccessMode, Client, ProducerBusy, ProducerFenced
 from fencing import _protocol as protocol
+from fencing._keys import slot_of
 
 from ..support.clock import server_ms, wait_server_past
+from ..support.flavours import Api
 from ..support.logs import values_of
 from ..support.polling import wait_until
 
@@ -471,3 +475,38 @@ def test_a_shared_incarnation_fenced_by_its_name_stops_renewing(
     wait_until(lambda: raw.zcard(shared) == 1, timeout=5)  # and it left
     assert raw.zrange(shared, 0, -1) == [new.session.encode()]
     new.send(b"b")
+
+
+def keeper_tasks(client: Any) -> int:
+    keeper = client._keeper
+    if hasattr(keeper, "_tasks"):  # asyncio: one task per schedule
+        return sum(1 for t in keeper._tasks if not t.cancelled)
+    return sum(1 for _, _, t in keeper._heap if not t.cancelled)  # sync: a heap
+
+
+async def test_failed_shared_open_leaves_no_renewal_task(api: Api) -> None:
+    """Hole: ``Producer.open`` schedules the renewal after the first partition, and on a
+    failure releases the partitions but never cancels it. For SHARED the renewal of a
+    producer that is not registered returns 0 (not fenced), so the task runs every ttl/3
+    for the life of the client: a service retrying ``topic.producer()`` against a live
+    exclusive holder piles up one task (and one round trip per partition) per attempt."""
+    client = api.client()
+    topic = client.topic("t", partitions=2)
+    await topic.open()
+    holder_client = api.client()
+    holder_topic = holder_client.topic("t")
+    await holder_topic.open()
+    holder = await holder_topic.producer(AccessMode.EXCLUSIVE, lease_ttl=30.0)
+    # The partition a producer takes first (ascending slot) is free again; the other one
+    # is still held exclusively, so a SHARED open gets the first and is refused the second.
+    first = min((holder_topic.partition_keys(p) for p in (0, 1)), key=lambda k: slot_of(k.owner))
+    await holder._leave(first, "x", holder.epoch(first.partition))
+    try:
+        before = keeper_tasks(client)
+        for _ in range(3):
+            with pytest.raises(ProducerBusy):
+                await topic.producer(AccessMode.SHARED, lease_ttl=0.3)
+        await asyncio.sleep(0.5)  # a few renewal turns
+        assert keeper_tasks(client) == before, "failed opens left renewal tasks running"
+    finally:
+        await holder.close()

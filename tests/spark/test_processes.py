@@ -17,9 +17,10 @@ pytest.importorskip("pyspark", reason="the spark extra is not installed")
 import fencing
 
 from ..conftest import ServerInfo
+from ..support.logs import topic_values
 from ..support.paths import ROOT
 from ..support.polling import wait_until
-from ..support.spark import duplicates, read_values
+from ..support.spark import duplicates
 
 
 def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -57,7 +58,7 @@ def test_a_driver_killed_between_the_write_and_the_checkpoint_commit_writes_once
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
     client = fencing.Client.from_url(server.url, namespace=namespace)
-    assert len(read_values(client, "events")) == 1000  # batches 0 and 1 were written
+    assert len(topic_values(client, "events")) == 1000  # batches 0 and 1 were written
 
     second = _start([*args, "-1", str(marker)], tmp_path / "second.log")
     try:
@@ -71,7 +72,7 @@ def test_a_driver_killed_between_the_write_and_the_checkpoint_commit_writes_once
     # Spark replays batch 1 (never committed to the checkpoint): the sink skips it whole.
     assert [(b["batch_id"], b["status"]) for b in batches] == [(1, "skipped"), (2, "written")]
     assert batches[0]["duplicates"] == 500
-    values = read_values(client, "events")
+    values = topic_values(client, "events")
     assert duplicates(values) == {}
     assert sorted(values) == sorted(expected)
     client.close()

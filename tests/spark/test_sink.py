@@ -24,7 +24,8 @@ import fencing  # noqa: E402
 from fencing.spark import ForeachBatchSink  # noqa: E402
 
 from ..conftest import ServerInfo  # noqa: E402
-from ..support.spark import duplicates, make_session, read_values  # noqa: E402
+from ..support.logs import topic_values  # noqa: E402
+from ..support.spark import duplicates, make_session  # noqa: E402
 
 ROWS = 3000
 
@@ -35,12 +36,6 @@ def spark() -> Iterator[Any]:
     yield session
     session.stop()
 
-
-@pytest.fixture
-def fclient(server: ServerInfo, namespace: str) -> Iterator[fencing.Client]:
-    client = fencing.Client.from_url(server.url, namespace=namespace)
-    yield client
-    client.close()
 
 
 def _write_inputs(folder: Path, files: int, per_file: int) -> list[str]:
@@ -72,7 +67,7 @@ def always_fail_partition_2(row_id: int) -> str:
 
 
 def test_a_task_failing_upstream_midway_on_its_first_attempt_writes_every_row_once(
-    spark: Any, fclient: fencing.Client, namespace: str, server: ServerInfo, tmp_path: Path
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo, tmp_path: Path
 ) -> None:
     # Rows reach the sink's worker in batches of about a thousand: a partition of 4,000
     # failing at row 2,500 has had some of its rows written when its first attempt fails.
@@ -102,7 +97,7 @@ def test_a_task_failing_upstream_midway_on_its_first_attempt_writes_every_row_on
     )
     query.awaitTermination(240)
     assert query.exception() is None
-    values = read_values(fclient, "events")
+    values = topic_values(client, "events")
     assert sorted(values) == sorted(f"v{i}".encode() for i in range(12_000))
     assert duplicates(values) == {}
     batch = sink.last_batch
@@ -113,7 +108,7 @@ def test_a_task_failing_upstream_midway_on_its_first_attempt_writes_every_row_on
 
 
 def test_a_reset_checkpoint_under_the_same_app_id_is_refused_with_a_clear_error(
-    spark: Any, fclient: fencing.Client, namespace: str, server: ServerInfo, tmp_path: Path
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo, tmp_path: Path
 ) -> None:
     _write_inputs(tmp_path / "in", files=2, per_file=200)
 
@@ -141,7 +136,7 @@ def test_a_reset_checkpoint_under_the_same_app_id_is_refused_with_a_clear_error(
 
     first = run()
     assert first.exception() is None
-    assert len(read_values(fclient, "events")) == 400
+    assert len(topic_values(client, "events")) == 400
     shutil.rmtree(tmp_path / "ck")  # the checkpoint is lost: a new query id, batch ids from 0
 
     refused = run()
@@ -149,12 +144,12 @@ def test_a_reset_checkpoint_under_the_same_app_id_is_refused_with_a_clear_error(
     assert "CheckpointReset" in error
     assert f"but this is query {refused.id}" in error
     assert "pass a new app_id, or new_lineage=True" in error
-    assert len(read_values(fclient, "events")) == 400  # nothing was written
+    assert len(topic_values(client, "events")) == 400  # nothing was written
 
     # Asked for explicitly, a new lineage writes its batches (here: the same files again).
     again = run(new_lineage=True)
     assert again.exception() is None
-    assert len(read_values(fclient, "events")) == 800
+    assert len(topic_values(client, "events")) == 800
 
 
 def _batch(spark: Any, partitions: int) -> Any:
@@ -166,7 +161,7 @@ def _batch(spark: Any, partitions: int) -> Any:
 
 
 def test_a_replay_with_another_partitioning_is_refused_or_deduplicated_never_doubled(
-    spark: Any, fclient: fencing.Client, namespace: str, server: ServerInfo
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo
 ) -> None:
     def sink() -> ForeachBatchSink:
         return ForeachBatchSink(
@@ -187,7 +182,7 @@ def test_a_replay_with_another_partitioning_is_refused_or_deduplicated_never_dou
     first = _batch(spark, 3).withColumn("v", udf(sf.col("id")))
     with pytest.raises(Exception, match="injected failure in partition 2"):
         sink()(first, 7)
-    written = read_values(fclient, "events")
+    written = topic_values(client, "events")
     assert 2000 <= len(written) < ROWS
     assert duplicates(written) == {}
 
@@ -199,12 +194,12 @@ def test_a_replay_with_another_partitioning_is_refused_or_deduplicated_never_dou
     reshuffled = _batch(spark, 3).repartition(3, "v")
     with pytest.raises(fencing.NondeterministicBatch, match="replayed with other rows"):
         sink()(reshuffled, 7)
-    assert sorted(read_values(fclient, "events")) == sorted(written)
+    assert sorted(topic_values(client, "events")) == sorted(written)
 
     # The same partitioning: the rest is written, once.
     done = sink()
     done(_batch(spark, 3), 7)
-    values = read_values(fclient, "events")
+    values = topic_values(client, "events")
     assert sorted(values) == sorted(f"v{i}".encode() for i in range(ROWS))
     assert done.last_batch is not None
     assert done.last_batch.status == "replayed"
@@ -215,11 +210,11 @@ def test_a_replay_with_another_partitioning_is_refused_or_deduplicated_never_dou
     late(_batch(spark, 6), 7)
     assert late.last_batch is not None and late.last_batch.status == "skipped"
     assert late.last_batch.duplicates == ROWS
-    assert sorted(read_values(fclient, "events")) == sorted(values)
+    assert sorted(topic_values(client, "events")) == sorted(values)
 
 
 def test_the_whole_row_as_json_with_keys_headers_and_partition_column(
-    spark: Any, fclient: fencing.Client, namespace: str, server: ServerInfo
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo
 ) -> None:
     df = (
         spark.range(0, 40, numPartitions=2)
@@ -237,7 +232,7 @@ def test_the_whole_row_as_json_with_keys_headers_and_partition_column(
         query_id="q",
     )
     sink(df, 0)
-    topic = fclient.topic("rows")
+    topic = client.topic("rows")
     for p in (0, 1):
         records = topic.reader(partition=p, start_offset=0).read(max_records=100)
         assert len(records) == 20
@@ -256,14 +251,14 @@ def test_the_whole_row_as_json_with_keys_headers_and_partition_column(
         query_id="q",
     )
     keyed(df, 0)
-    t = fclient.topic("keyed")
+    t = client.topic("keyed")
     for p in range(4):
         for record in t.reader(partition=p, start_offset=0).read(max_records=100):
             assert record.key is not None and t.partition_for(record.key) == p
 
 
 def test_bad_columns_are_refused_before_any_write(
-    spark: Any, fclient: fencing.Client, namespace: str, server: ServerInfo
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo
 ) -> None:
     df = _batch(spark, 2)
     common: dict[str, Any] = {"namespace": namespace, "partitions": 1, "query_id": "q"}
@@ -282,13 +277,13 @@ def test_bad_columns_are_refused_before_any_write(
     with pytest.raises(fencing.InvalidArgumentType):
         ForeachBatchSink(server.url, "bad", "etl", headers_cols="v")
     with pytest.raises(fencing.UnknownTopic):  # refused before anything, even the topic
-        fclient.topic("bad").open()
+        client.topic("bad").open()
 
 
 def test_the_sink_is_refused_while_an_exclusive_producer_holds_the_topic(
-    spark: Any, fclient: fencing.Client, namespace: str, server: ServerInfo
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo
 ) -> None:
-    topic = fclient.topic("held", partitions=1)
+    topic = client.topic("held", partitions=1)
     with topic.producer(access_mode=fencing.AccessMode.EXCLUSIVE) as holder:
         holder.send(b"mine")
         sink = ForeachBatchSink(
@@ -297,4 +292,4 @@ def test_the_sink_is_refused_while_an_exclusive_producer_holds_the_topic(
         with pytest.raises(Exception, match="ProducerBusy"):
             sink(_batch(spark, 1), 0)
         holder.send(b"still mine")
-    assert read_values(fclient, "held") == [b"mine", b"still mine"]
+    assert topic_values(client, "held") == [b"mine", b"still mine"]

@@ -31,6 +31,7 @@ __all__ = [
     "read_values",
     "records_of",
     "records_of_async",
+    "topic_values",
     "values_of",
     "verified",
 ]
@@ -81,6 +82,12 @@ def read_records(client: fencing.Client, topic: str, partition: int) -> list[fen
 def read_values(client: fencing.Client, topic: str, partition: int) -> list[bytes]:
     """The values of :func:`read_records`, in offset order."""
     return [r.value for r in read_records(client, topic, partition)]
+
+
+def topic_values(client: fencing.Client, topic: str) -> list[bytes]:
+    """Every value of every partition of ``topic``, partition by partition."""
+    t = client.topic(topic)
+    return [v for p in range(t.partitions) for v in values_of(t, p)]
 
 
 def check_exactly_once(

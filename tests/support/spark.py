@@ -1,4 +1,4 @@
-"""A local PySpark session for the Spark sink's tests, and reading a topic back.
+"""A local PySpark session for the Spark sink's tests, and the duplicates a read-back holds.
 
 Executors are Python workers of this very interpreter (PYSPARK_PYTHON), on ``local[2,4]``:
 two cores, and a failed task is retried up to 4 times, as on a cluster.
@@ -10,8 +10,6 @@ import os
 import sys
 from collections import Counter
 from typing import Any
-
-import fencing
 
 from .paths import ROOT
 
@@ -41,20 +39,6 @@ def make_session(master: str = "local[2,4]") -> Any:
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
-
-
-def read_values(client: fencing.Client, topic: str) -> list[bytes]:
-    """Every record value of every partition of ``topic``, partition by partition."""
-    t = client.topic(topic)
-    values: list[bytes] = []
-    for p in range(t.partitions):
-        reader = t.reader(partition=p, start_offset=0)
-        while True:
-            batch = reader.read(max_records=10_000)
-            if not batch:
-                break
-            values.extend(r.value for r in batch)
-    return values
 
 
 def duplicates(values: list[bytes]) -> dict[bytes, int]:
