@@ -1,4 +1,5 @@
-"""The harness itself: both kinds of server start and answer, at the versions DESIGN names."""
+"""The harness itself: both kinds of server start and answer, at the versions the suite
+expects (Redis 7, Valkey 8)."""
 
 from __future__ import annotations
 

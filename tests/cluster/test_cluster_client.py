@@ -1,8 +1,8 @@
-"""Review of issue 15 (cluster, durability, ACL): holes reproduced against real servers.
+"""The cluster client: its repr, ASK during a resharding (sync and asyncio), the checks run
+on every primary (eviction policy, append-only file for acks='fsync'), and the slot map
+refreshed after a master dies.
 
-Each test fails on the code as reviewed and states what it expects instead. Servers are
-started here (a cluster of its own, a master with a replica, an ACL server): nothing in this
-file touches a server it did not start.
+The cluster is this module's own (the last test kills a master of it).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -25,12 +24,6 @@ pytestmark = pytest.mark.skipif(
     bool(os.environ.get("FENCING_TEST_CLUSTER_URL")), reason="starts and kills its own servers"
 )
 
-
-@pytest.fixture(scope="module")
-def own_cluster() -> Iterator[EmbeddedCluster]:
-    """One cluster for this module (the last test kills a master of it)."""
-    with EmbeddedCluster.start("redis") as made:
-        yield made
 
 
 def _master_port(cluster: EmbeddedCluster, key: str) -> int:
@@ -51,9 +44,8 @@ def _node_ids(cluster: EmbeddedCluster) -> dict[int, str]:
 
 
 def test_repr_of_a_cluster_client(own_cluster: EmbeddedCluster) -> None:
-    """Client.__repr__ reads ``self._base.connection_pool``, which a RedisCluster has not:
-    repr() of every cluster client (a log line, a debugger, pytest's own report) raises
-    AttributeError. Fix: fencing/_async/client.py Client.__repr__ (name the seed nodes)."""
+    """repr() of a cluster client (a log line, a debugger, pytest's own report) works and names
+    it."""
     client = fencing.Client.from_url(own_cluster.url, namespace="clusterrepr")
     try:
         assert "fencing.Client" in repr(client)
@@ -81,11 +73,11 @@ def _stable(cluster: EmbeddedCluster, key: str, ports: tuple[int, int]) -> None:
 
 
 def test_ask_during_a_resharding_is_followed(own_cluster: EmbeddedCluster) -> None:
-    """While a slot is MIGRATING, a script whose keys are all absent from the source gets
-    ``ASK <slot> <target>``: the driver sends ``ASKING`` and the script to the target, once,
-    so a fresh claim succeeds during the migration (it used to be answered like MOVED: the
-    source answered ASK again and again until the budget was spent). The row is written on
-    the importing node, and nothing on the source."""
+    """While a slot is MIGRATING, a script whose keys are all absent from the source gets ``ASK
+    <slot> <target>``: the driver sends ``ASKING`` and the script to the target, once (never
+    answered like MOVED, asking the source again until the budget is spent), so a fresh claim
+    succeeds during the migration. The row is written on the importing node, and nothing on the
+    source."""
     client = fencing.Client.from_url(own_cluster.url, namespace="clusterask")
     key = Keys("clusterask").ownership("g", "fresh")
     ports = _migrating(own_cluster, key)
@@ -167,15 +159,10 @@ def test_every_primary_is_checked_for_fsync(cluster: EmbeddedCluster | None) -> 
 
 @pytest.mark.slow
 def test_a_slot_is_remapped_after_its_master_dies(own_cluster: EmbeddedCluster) -> None:
-    """SIGKILL the master of a partition's slot: its replica is promoted within seconds,
-    but the driver keeps sending that slot's scripts to the dead address forever. A
-    connection error never refreshes the slot map (only a MOVED/ASK reply does, and a dead
-    node sends none), and the map used is the base client's, which nothing else refreshes.
-    Every send, renewal and resolution of that partition fails with Unavailable until the
-    process restarts (test_cluster_faults passes only because the other partitions keep
-    acknowledging). Fix: fencing/_async/driver.py Driver._evalsha (and routes.py): on a
-    connection error or timeout to a cluster node, call routes.refresh() (from a node other
-    than the dead one) before the next attempt; drop that node's ScriptConnections."""
+    """SIGKILL the master of a partition's slot: its replica is promoted within seconds, and the
+    driver follows it. A connection error to a cluster node refreshes the slot map (a dead node
+    sends no MOVED/ASK), so the partition's sends reach the promoted primary within 20 s, which
+    kept the acknowledged record."""
     client = fencing.Client.from_url(own_cluster.url, namespace="clusterkill")
     try:
         topic = client.topic("t", partitions=1)

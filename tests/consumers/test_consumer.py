@@ -1,4 +1,4 @@
-"""Single readers (issue 12, DESIGN section 3): ownership of partitions, fenced commits,
+"""Single readers: ownership of partitions, fenced commits,
 resuming at the committed offset, takeovers, waiting, bad input."""
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def test_a_commit_lost_by_the_server_is_state_lost_not_gone_back(
 ) -> None:
     """What a failover that lost the last commit leaves (the stored offset is the one
     before it): the live consumer's next commit and committed() raise StateLost and write
-    nothing, where they used to carry on from the older offset (G9)."""
+    nothing, never carrying on from the older offset (G9)."""
     c = orders.consumer("g", "a", partitions=[0], ttl=1.0)
     c.poll(max_records=2)
     assert c.commit() == {0: 2}
@@ -361,12 +361,8 @@ def blocked_in_xread(raw: redis.Redis) -> bool:
 def test_a_consumer_that_fails_to_open_after_its_claim_landed_leaves_the_partition_free(
     proxied: tuple[Proxy, Client], client: Client
 ) -> None:
-    """Should: a consumer whose open raised (OutcomeUnknown: the claim reply was lost)
-    does not keep its partition; another member can open it at once.
-    Happens: the claim landed, the handle never recorded it, the partition is held by
-    a session nobody renews or releases: every member gets OwnershipConflict for the
-    whole TTL.
-    """
+    """A consumer whose open raised (OutcomeUnknown: the claim reply was lost) does not keep its
+    partition; another member can open it at once."""
     proxy, pclient = proxied
     topic = pclient.topic("orders", partitions=1)
     fill(topic, 3)
@@ -379,16 +375,12 @@ def test_a_consumer_that_fails_to_open_after_its_claim_landed_leaves_the_partiti
 def test_a_blocking_poll_returns_nothing_appended_after_its_member_was_superseded(
     client: Client, raw: redis.Redis
 ) -> None:
-    """Module doc: "Every poll first checks the grants by server time, so a member that
-    was paused and superseded finds out there, never by reading on."
+    """"Every poll first checks the grants by server time, so a member that was paused and
+    superseded finds out there, never by reading on."
 
-    Should: a poll(block_ms=...) that was blocking when another member took the
-    partition over (and this member was told, by the severed notification) raises
-    Fenced (or returns nothing) instead of handing over records appended after the
-    takeover, which the new owner is processing.
-    Happens: the grant is checked once before the XREAD BLOCK loop; the severed member
-    returns the record appended after the takeover as if it still owned the partition.
-    """
+    A poll(block_ms=...) that was blocking when another member took the partition over (and this
+    member was told, by the severed notification) raises Fenced (or returns nothing), never
+    handing over records appended after the takeover, which the new owner is processing."""
     topic = client.topic("orders", partitions=1)
     fill(topic, 2)
     member = topic.consumer("g", "a", partitions=[0], start="latest", ttl=30.0)
@@ -422,15 +414,13 @@ def test_a_blocking_poll_returns_nothing_appended_after_its_member_was_supersede
 def test_a_commit_that_landed_before_a_takeover_is_not_reported_as_fenced_and_unwritten(
     proxied: tuple[Proxy, Client], client: Client, raw: redis.Redis
 ) -> None:
-    """Consumer.commit: "if another member took the partition over, it raises Fenced and
-    writes nothing for that partition".
+    """Consumer.commit: "if another member took the partition over, it raises Fenced and writes
+    nothing for that partition".
 
-    The commit runs, its reply is lost (the connection stays mute until the socket
-    timeout), another member takes the partition over, the library's retry is refused.
-    Should: OutcomeUnknown (the first attempt may have landed), as the append does with
-    ``ambiguous_after_retry``; never "Fenced, nothing written" for a write that is there.
-    Happens: Fenced, while the committed offset in Redis is the one this call wrote.
-    """
+    The commit runs, its reply is lost (the connection stays mute until the socket timeout),
+    another member takes the partition over, the library's retry is refused. OutcomeUnknown
+    (the first attempt may have landed), as the append does with ``ambiguous_after_retry``;
+    never "Fenced, nothing written" for a write that is there."""
     proxy, pclient = proxied
     topic = pclient.topic("orders", partitions=1)
     fill(topic, 5)
@@ -467,9 +457,8 @@ def test_a_commit_that_landed_before_a_takeover_is_not_reported_as_fenced_and_un
 def test_a_huge_commit_offset_is_refused_before_io_with_a_clear_error(
     client: Client, offset: int
 ) -> None:
-    """Should: an offset no partition can reach is refused in Python (InvalidArgument or
-    OffsetOutOfRange), before any I/O. Happens: it reaches the script, whose BAD_ARGUMENT
-    comes back as a bare FencingError("unexpected reply from a redis-fencing script")."""
+    """An offset no partition can reach is refused in Python (InvalidArgument or OffsetOutOfRange),
+    before any I/O."""
     topic = client.topic("orders", partitions=1)
     fill(topic, 1)
     with (
@@ -480,9 +469,8 @@ def test_a_huge_commit_offset_is_refused_before_io_with_a_clear_error(
 
 
 def test_a_corrupt_committed_offset_raises_a_typed_error(client: Client, raw: redis.Redis) -> None:
-    """Should: a committed offset that is not a number (written by another program) is a
-    typed FencingError (StateLost / WrongKeyType) naming the key, like every other
-    foreign value. Happens: a bare ValueError from int() escapes open and committed()."""
+    """A committed offset that is not a number (written by another program) is a typed FencingError
+    (StateLost / WrongKeyType) naming the key, like every other foreign value."""
     topic = client.topic("orders", partitions=1)
     fill(topic, 1)
     raw.hset(client.keys.partition("orders", 0).committed, "g", "abc")
@@ -493,11 +481,8 @@ def test_a_corrupt_committed_offset_raises_a_typed_error(client: Client, raw: re
 def test_a_consumer_that_could_not_open_leaves_no_subscription_behind(
     client: Client, raw: redis.Redis
 ) -> None:
-    """Should: a consumer whose open failed (the partition is held: OwnershipConflict)
-    leaves nothing behind, so a retry loop around ``topic.consumer(...)`` runs for ever
-    in bounded memory. Happens: the open's ownership handle is never closed on a
-    refused claim; its session's pub/sub subscription stays, one more channel per
-    attempt on the client's pub/sub connection and on the server."""
+    """A consumer whose open failed (the partition is held: OwnershipConflict) leaves nothing
+    behind, so a retry loop around ``topic.consumer(...)`` runs for ever in bounded memory."""
     topic = client.topic("orders", partitions=1)
     fill(topic, 1)
     holder = topic.consumer("g", "holder", partitions=[0], ttl=30.0)
@@ -518,17 +503,13 @@ def test_a_consumer_that_could_not_open_leaves_no_subscription_behind(
 def test_a_commit_after_the_partition_went_back_in_history_is_state_lost(
     client: Client, raw: redis.Redis
 ) -> None:
-    """G9: "Every fenced call sends the incarnation it saw and the highest offset it has
-    seen ... a next offset below what the handle already saw means the store went
-    backwards: the call raises StateLost and writes nothing."
+    """G9: "Every fenced call sends the incarnation it saw and the highest offset it has seen ... a
+    next offset below what the handle already saw means the store went backwards: the call
+    raises StateLost and writes nothing."
 
-    The partition is put back to an older copy of itself (DUMP/RESTORE of the partition's
-    keys: what a failover that lost writes leaves), same incarnation, next offset 5
-    where the consumer already read up to 10.
-    Should: commit raises StateLost and writes nothing.
-    Happens: commit-3 checks only the incarnation; commit({0: 4}) is stored silently
-    (and commit() of the position raises OffsetOutOfRange, not StateLost).
-    """
+    The partition is put back to an older copy of itself (DUMP/RESTORE of the partition's keys:
+    what a failover that lost writes leaves), same incarnation, next offset 5 where the
+    consumer already read up to 10. Commit raises StateLost and writes nothing."""
     topic = client.topic("orders", partitions=1)
     fill(topic, 5)
     pk = client.keys.partition("orders", 0)
@@ -547,9 +528,8 @@ def test_a_commit_after_the_partition_went_back_in_history_is_state_lost(
 def test_a_commit_of_the_position_after_a_rewind_is_state_lost_not_out_of_range(
     client: Client, raw: redis.Redis
 ) -> None:
-    """Same rewind as above. Should: commit() of the consumer's position (10, past the
-    rewound end 5) raises StateLost, which tells the operator what happened. Happens:
-    OffsetOutOfRange, which reads as a caller error."""
+    """Same rewind as above. Commit() of the consumer's position (10, past the rewound end 5)
+    raises StateLost, which tells the operator what happened."""
     topic = client.topic("orders", partitions=1)
     fill(topic, 5)
     pk = client.keys.partition("orders", 0)
@@ -566,8 +546,8 @@ def test_a_commit_of_the_position_after_a_rewind_is_state_lost_not_out_of_range(
 def test_flushall_under_a_consumer_is_state_lost_for_poll_and_commit(
     fresh_server: ServerInfo, namespace: str
 ) -> None:
-    """Held: after a FLUSHALL (and a producer writing a new history), the consumer's poll
-    and commit raise StateLost and write nothing."""
+    """After a FLUSHALL (and a producer writing a new history), the consumer's poll and commit
+    raise StateLost and write nothing."""
     client = fencing.Client.from_url(fresh_server.url, namespace=namespace)
     raw = redis.Redis.from_url(fresh_server.url)
     try:

@@ -1,4 +1,4 @@
-"""How reads turn stream entries into records (issue 16's fast paths), and the position an
+"""How reads turn stream entries into records (their fast paths), and the position an
 iterated reader leaves behind."""
 
 from __future__ import annotations

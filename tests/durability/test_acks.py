@@ -178,16 +178,12 @@ def valkey_pair() -> Iterator[tuple[EmbeddedServer, EmbeddedServer]]:
 def test_a_deduplicated_retry_is_not_reported_replicated(
     valkey_pair: tuple[EmbeddedServer, EmbeddedServer],
 ) -> None:
-    """acks='replicated', the replica stopped (SIGSTOP): the first attempt of a send runs on
-    the primary but its reply is late (the server is busy: DEBUG SLEEP), the driver resends
-    on a new connection, the append script finds the batch in the duplicate window and
-    writes nothing, and the WAIT behind it counts only *that connection's* writes (Valkey
-    8: none), so it answers 1 at once. The send returns success for a record no replica
-    has. Fix: a wait must cover the write it vouches for: in lua/append-6.lua (and
-    resolve-4, sink_append-4, claim/renew) write something on the duplicate path when the
-    caller waits (e.g. an ARGV flag that HSETs a "last acked" field), or have
-    fencing/_async/driver.py Driver.execute_once send the wait only after a script that
-    wrote, else raise NotEnoughReplicas/OutcomeUnknown for a duplicate answer."""
+    """acks='replicated', the replica stopped (SIGSTOP): the first attempt of a send runs on the
+    primary but its reply is late (the server is busy: DEBUG SLEEP), the driver resends on a new
+    connection and the append script finds the batch in the duplicate window. The send is never
+    reported replicated for a record no replica has: it raises NotEnoughReplicas or
+    OutcomeUnknown (a WAIT counts only its own connection's writes, and the duplicate wrote
+    nothing)."""
     master, replica = valkey_pair
     client = fencing.Client.from_url(master.url, namespace="dup")
     producer = client.topic("t", partitions=1).producer(lease_ttl=4.0, acks="replicated")
@@ -220,13 +216,9 @@ def test_a_deduplicated_retry_is_not_reported_replicated(
 def test_resolve_after_not_enough_replicas_still_waits(
     valkey_pair: tuple[EmbeddedServer, EmbeddedServer],
 ) -> None:
-    """acks='replicated' and a stopped replica: send raises NotEnoughReplicas (right), then
-    ``producer.resolve(p)`` answers "landed once, here are its offsets" while no replica
-    has it: the resolution runs with no wait at all (Producer._resolve calls
-    ``self._execute(call)`` without ``self.durability``), so the caller who asked for
-    replicated acks is told the batch is settled while a failover would still lose it.
-    Fix: fencing/_async/producer.py Producer._resolve: execute with self.durability (and
-    make the resolve script write on its "landed" path so the WAIT covers the batch)."""
+    """acks='replicated' and a stopped replica: send raises NotEnoughReplicas, and
+    ``producer.resolve(p)`` waits for the replicas too: it never answers "landed once, here are
+    its offsets" for a batch no replica has (a failover would still lose it)."""
     master, replica = valkey_pair
     client = fencing.Client.from_url(master.url, namespace="res")
     producer = client.topic("t", partitions=1).producer(lease_ttl=4.0, acks="replicated")

@@ -1,4 +1,4 @@
-"""A candidate of :mod:`tests.test_election_chaos`: campaigns, writes while leading, resigns.
+"""A candidate of :mod:`tests.election.test_chaos`: campaigns, writes while leading, resigns.
 
 Run by :class:`tests.support.fleet.Fleet` (``candidate(channel, cfg)``) in a process of its
 own, until the test sends ``"stop"``. It loops: campaign; once elected, write with the term's

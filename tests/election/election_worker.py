@@ -1,10 +1,10 @@
-"""One candidate process of ``tests/test_election_processes.py`` (a ``spawn``ed child).
+"""One candidate process of ``tests/election/test_processes.py`` (a ``spawn``ed child).
 
 :func:`candidate` runs in its own process with its own :class:`fencing.Client` (on the
 server or on a :class:`fencing.faults.Proxy` in front of it) and campaigns in one election
 ``cfg.campaigns`` times (0: until told to stop). While it leads it either just holds the
-term until ``lost`` is set or it is told to resign, or, with ``cfg.act``, acts as the
-issue's leader: it opens an ``EXCLUSIVE_WITH_FENCING`` producer on the ``decisions`` topic
+term until ``lost`` is set or it is told to resign, or, with ``cfg.act``, acts as a
+fencing leader: it opens an ``EXCLUSIVE_WITH_FENCING`` producer on the ``decisions`` topic
 and loops - check ``lost``, then append ``term T acts n`` with the term's token in the
 ``token`` header - until ``lost`` is set.
 
@@ -13,8 +13,8 @@ send that check allowed, reports ``holding`` and waits for ``go``: the test SIGS
 process there, so the pause falls exactly between checking ``lost`` and acting (a GC pause
 at the worst moment), and the send after it is a real late send.
 
-Events go to the test on a pipe of their own, each one small message (one ``write``, so a
-SIGKILL never leaves half of one), as dicts with ``ev`` and ``cid``:
+Events go to the test through the worker's :class:`~tests.support.fleet.Channel` (one pipe
+message each, so a SIGKILL never leaves half of one), as dicts with ``ev`` and ``cid``:
 
 - ``ready``; ``elected`` (token, term_started by server time, ``mono``/``wall`` clocks, from
   ``on_elected``) and ``revoked`` (token, reason type and text, clocks, from ``on_revoked``);
@@ -26,14 +26,13 @@ SIGKILL never leaves half of one), as dicts with ``ev`` and ``cid``:
   left) after each campaign block, ``exit`` (callback counts) at the end, and ``error``
   (a traceback) for anything unexpected.
 
-Commands come on another pipe: ``hold``, ``go``, ``resign`` (leave the current term's block)
+Commands come through the channel too: ``hold``, ``go``, ``resign`` (leave the current term's block)
 and ``stop`` (resign, campaign no more, exit).
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing.connection
 import signal
 import sys
 import threading
@@ -44,6 +43,8 @@ from typing import Any
 
 import fencing
 from fencing import AccessMode, FencingError, Leadership, OwnershipConflict, ProducerFenced
+
+from ..support.fleet import Channel
 
 TOPIC = "decisions"
 #: How long a held loop waits for ``go`` (the test sends it within a few seconds).
@@ -85,16 +86,9 @@ def describe(exc: BaseException | None) -> str:
 
 
 class Candidate:
-    def __init__(
-        self,
-        cfg: Config,
-        events: multiprocessing.connection.Connection,
-        commands: multiprocessing.connection.Connection,
-    ) -> None:
+    def __init__(self, cfg: Config, channel: Channel) -> None:
         self.cfg = cfg
-        self.events = events
-        self.commands = commands
-        self.send_lock = threading.Lock()
+        self.channel = channel
         self.hold = threading.Event()
         self.go = threading.Event()
         self.resign = threading.Event()
@@ -105,14 +99,13 @@ class Candidate:
     # -- talking to the test -----------------------------------------------------------------
 
     def out(self, ev: str, **fields: Any) -> None:
-        with self.send_lock:
-            self.events.send({"ev": ev, "cid": self.cfg.cid, **fields})
+        self.channel.report(ev, cid=self.cfg.cid, **fields)
 
     def listen(self) -> None:
         """Commands from the test; the test going away (EOF) means stop."""
         while True:
             try:
-                command = self.commands.recv()
+                command = self.channel.command()
             except (EOFError, OSError):
                 self.stop.set()
                 return
@@ -239,14 +232,10 @@ class Candidate:
                 term.lost.wait(self.cfg.act_interval)
 
 
-def candidate(
-    cfg: Config,
-    events: multiprocessing.connection.Connection,
-    commands: multiprocessing.connection.Connection,
-) -> None:
-    """The spawned process's entry point."""
+def candidate(channel: Channel, cfg: Config) -> None:
+    """The worker's entry point (run by :class:`tests.support.fleet.Fleet`)."""
     signal.alarm(cfg.max_seconds)  # never outlive a test that lost track of us
-    worker = Candidate(cfg, events, commands)
+    worker = Candidate(cfg, channel)
     try:
         worker.run()
     except BaseException:

@@ -9,7 +9,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -17,6 +17,7 @@ import fencing
 from fencing.faults import Proxy
 
 from ..support.flavours import Api
+from ..support.polling import wait_until_async
 
 #: Repetitions of the timing scenarios in one run (more in a soak).
 ROUNDS = 3
@@ -63,27 +64,31 @@ def slow_callback(api: Api, timeline: Timeline, name: str, seconds: float) -> Ca
     return work_sync
 
 
-async def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.005)
+class Scenario(NamedTuple):
+    """A leads (its on_elected still working), B is a candidate of the same election."""
+
+    timeline: Timeline
+    a: Any
+    b: Any
+    entered: list[Any]  # the terms A's campaign block was entered with
+    leading: asyncio.Future[None]  # A's campaign block
 
 
-async def cut_off_during_on_elected(api: Api, proxy: Proxy, round_: int) -> None:
+async def a_leads(
+    api: Api, a_client: Any, b_client: Any, name: str, *, ttl: float, work: float, **a_options: Any
+) -> Scenario:
+    """Elect A (whose on_elected notes its start, works ``work`` seconds, notes its end) and
+    make B; return once A's on_elected started."""
     timeline = Timeline()
-    cut_client = api.client(proxy.url_for(api.url))
-    direct = api.client()
-    name = f"sched{round_}"
-    a = cut_client.election(
+    a = a_client.election(
         name,
         "a",
-        ttl=1.0,
-        renew_deadline=0.6,
-        on_elected=slow_callback(api, timeline, "a", 2.5),
+        ttl=ttl,
+        **a_options,
+        on_elected=slow_callback(api, timeline, "a", work),
         on_revoked=lambda term: timeline.note("a revoked"),
     )
-    b = direct.election(name, "b", ttl=1.0, on_elected=lambda term: timeline.note("b elected"))
+    b = b_client.election(name, "b", ttl=ttl, on_elected=lambda term: timeline.note("b elected"))
     entered: list[Any] = []
 
     async def lead_a() -> None:
@@ -91,7 +96,15 @@ async def cut_off_during_on_elected(api: Api, proxy: Proxy, round_: int) -> None
             entered.append(term)
 
     leading = asyncio.ensure_future(lead_a())
-    await wait_for(lambda: timeline.count("a elected") == 1)
+    await wait_until_async(lambda: timeline.count("a elected") == 1, interval=0.005)
+    return Scenario(timeline, a, b, entered, leading)
+
+
+async def cut_off_during_on_elected(api: Api, proxy: Proxy, round_: int) -> None:
+    cut_client = api.client(proxy.url_for(api.url))
+    timeline, a, b, entered, leading = await a_leads(
+        api, cut_client, api.client(), f"sched{round_}", ttl=1.0, work=2.5, renew_deadline=0.6
+    )
     proxy.drop_requests(b"*", count=None, close=False)  # a black hole between A and Redis
     try:
         async with b.campaign(timeout=10) as term_b:
@@ -127,25 +140,10 @@ async def test_a_leader_cut_off_while_on_elected_runs_is_revoked_before_a_succes
 
 
 async def close_during_on_elected(api: Api, round_: int) -> None:
-    timeline = Timeline()
     client = api.client()
-    name = f"sched{round_}"
-    a = client.election(
-        name,
-        "a",
-        ttl=2.0,
-        on_elected=slow_callback(api, timeline, "a", 0.6),
-        on_revoked=lambda term: timeline.note("a revoked"),
+    timeline, a, b, entered, leading = await a_leads(
+        api, client, client, f"sched{round_}", ttl=2.0, work=0.6
     )
-    b = client.election(name, "b", ttl=2.0, on_elected=lambda term: timeline.note("b elected"))
-    entered: list[Any] = []
-
-    async def lead_a() -> None:
-        async with a.campaign() as term:
-            entered.append(term)
-
-    leading = asyncio.ensure_future(lead_a())
-    await wait_for(lambda: timeline.count("a elected") == 1)
 
     async def lead_b() -> None:
         async with b.campaign(timeout=10):

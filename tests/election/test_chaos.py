@@ -1,6 +1,6 @@
 """Leader election under chaos: three candidate processes, pauses, kills and resignations.
 
-Three candidates (:mod:`tests.election_chaos_worker`, one process each, run by the shared
+Three candidates (:mod:`tests.election.election_chaos_worker`, one process each, run by the shared
 :class:`~tests.support.fleet.Fleet`) campaign in one election with a TTL drawn per run in
 0.3-0.6 s (renew deadline and retry period by default). Each loops: campaign; while leading,
 token-checked writes (a SQLite row guarded by ``token <= ?`` with an append-only ``writes``

@@ -1,6 +1,6 @@
-"""Leader election (issue 12, DESIGN sections 3 and 4): terms, tokens, resign, callbacks,
+"""Leader election: terms, tokens, resign, callbacks,
 the renew deadline, observe() and leader(), against real servers (threads in one process;
-tests/test_election_processes.py has the multi-process cases)."""
+``test_processes.py`` has the multi-process cases)."""
 
 from __future__ import annotations
 
@@ -254,15 +254,11 @@ def test_leadership_token_fences_writes_elsewhere(client: Client) -> None:
 
 
 def test_close_ends_a_campaign_that_is_still_waiting(client: Client) -> None:
-    """``Election.close()``: "Resign any term this election holds"; a closed handle
-    refuses every later call.
+    """``Election.close()``: "Resign any term this election holds"; a closed handle refuses every
+    later call.
 
-    Should: a campaign of this handle that is waiting in another thread ends promptly
-    (raises) when the handle is closed, like observe() does, and is never elected later.
-    Happens: the waiting campaign is not told; once the leader resigns it is elected on
-    the closed handle, so a process that closed its election (at shutdown) becomes
-    leader afterwards.
-    """
+    A campaign of this handle that is waiting in another thread ends promptly (raises) when the
+    handle is closed, like observe() does, and is never elected later."""
     a = client.election("sched", "a", ttl=30.0)
     b = client.election("sched", "b", ttl=30.0)
     outcome: list[object] = []
@@ -290,9 +286,8 @@ def test_close_ends_a_campaign_that_is_still_waiting(client: Client) -> None:
 
 
 def test_campaign_timeout_false_is_refused_like_any_non_number(client: Client) -> None:
-    """Should: ``campaign(timeout=False)`` raises InvalidArgumentType (bools are refused
-    everywhere else, e.g. observe(timeout=False), claim(timeout=False)).
-    Happens: ``False != 0`` is False, so it is taken as timeout=0 and campaigns."""
+    """``campaign(timeout=False)`` raises InvalidArgumentType, as bools are refused everywhere
+    else (observe(timeout=False), claim(timeout=False))."""
     election = client.election("sched", "a", ttl=5.0)
     try:
         with (
@@ -305,8 +300,8 @@ def test_campaign_timeout_false_is_refused_like_any_non_number(client: Client) -
 
 
 def test_concurrent_checks_during_a_takeover_give_one_on_revoked(client: Client) -> None:
-    """Held: eight threads call check() in a loop while the row is taken over; every one
-    ends with Fenced, on_revoked runs exactly once."""
+    """Eight threads call check() in a loop while the row is taken over; every one ends with
+    Fenced, on_revoked runs exactly once."""
     revoked: list[int] = []
     election = client.election("sched", "a", ttl=5.0, on_revoked=lambda t: revoked.append(1))
     results: list[BaseException] = []
@@ -340,10 +335,8 @@ def test_concurrent_checks_during_a_takeover_give_one_on_revoked(client: Client)
 
 
 async def test_client_close_stops_a_held_terms_renewals(api: Api) -> None:
-    """Hole: the election's renewal and deadline runners are spawned outside the keeper, and
-    ``Client.close`` does not end them: after close() the term goes on renewing its lease
-    (through a fresh driver the closed client makes on demand), so the leadership outlives
-    the client and no other process can be elected."""
+    """Client.close() ends the renewals of a term its election holds: the leadership never
+    outlives the client, and another candidate can be elected."""
     client = api.client()
     election = client.election("e", "a", ttl=1.0)
     campaign = election.campaign(timeout=5)

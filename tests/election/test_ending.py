@@ -414,16 +414,13 @@ def test_a_takeover_during_on_elected_revokes_at_once_and_sets_lost_for_it(
 def test_check_does_not_confirm_a_term_that_was_resigned_while_it_ran(
     proxied: tuple[Proxy, Client],
 ) -> None:
-    """Leadership.check: "Raises Fenced once ... the term was resigned"; ``lost`` is "set
-    the moment the term ends here".
+    """Leadership.check: "Raises Fenced once ... the term was resigned"; ``lost`` is "set the
+    moment the term ends here".
 
-    A worker thread calls check(); its first reply is lost, so the library retries it.
-    Meanwhile another thread resigns (a shutdown handler): ``lost`` is set and on_revoked
-    runs (the release comes after it). The retried server check still finds the row held.
-    Should: check() raises Fenced: the term ended here before check() returned.
-    Happens: ``_reason`` is looked at only before the server call; check() returns the
-    grant ("you lead") after ``lost`` was set and on_revoked began.
-    """
+    A worker thread calls check(); its first reply is lost, so the library retries it. Meanwhile
+    another thread resigns (a shutdown handler): ``lost`` is set and on_revoked runs (the
+    release comes after it). The retried server check still finds the row held. Check()
+    raises Fenced: the term ended here before check() returned."""
     proxy, pclient = proxied
     seen = proxy.observe(CHECK)
 
@@ -461,13 +458,8 @@ def test_check_does_not_confirm_a_term_that_was_resigned_while_it_ran(
 
 
 def test_closing_the_election_from_on_revoked_does_not_stall_for_the_ttl(client: Client) -> None:
-    """Should: ``election.close()`` (or ``leadership.resign()``) called from on_revoked
-    returns at once: the term is already ending, in this very thread.
-    Happens: when the term ends by resigning (leaving the campaign block), on_revoked
-    runs in the resigning thread; close() there resigns the same term again, which waits
-    on ``_finished`` (set only after on_revoked returns) for a whole TTL: leaving the
-    block takes ``ttl`` seconds (10 s by default) and the release waits as long.
-    """
+    """``election.close()`` (or ``leadership.resign()``) called from on_revoked returns at once:
+    the term is already ending, in this very thread."""
     ttl = 3.0
     election = client.election("sched", "a", ttl=ttl, on_revoked=lambda term: election.close())
     started = time.monotonic()
@@ -478,11 +470,8 @@ def test_closing_the_election_from_on_revoked_does_not_stall_for_the_ttl(client:
 
 
 def test_on_revoked_calling_sys_exit_still_releases_the_row(client: Client) -> None:
-    """Should: the row is released (waiters woken) whatever on_revoked does; a common
-    on_revoked is ``sys.exit(1)`` ("stop this process when we stop leading").
-    Happens: only ``Exception`` is caught around on_revoked: a SystemExit skips the
-    release, the change notification and the bookkeeping, so the next candidate waits
-    for the whole TTL although the leader gave up."""
+    """The row is released (waiters woken) whatever on_revoked does; a common on_revoked is
+    ``sys.exit(1)`` ("stop this process when we stop leading")."""
     election = client.election("sched", "a", ttl=30.0, on_revoked=lambda term: sys.exit(1))
     with pytest.raises(SystemExit), election.campaign():
         pass

@@ -1,4 +1,9 @@
-"""TODO docstring."""
+"""Elections when replies are lost or Redis does not answer for a while: a campaign whose
+claim landed but failed leaves no phantom leader, callbacks stay in order, a leader steps
+down by its renew deadline before the next is elected, a release or renewal whose reply is
+lost hands over promptly and never outlives the handover, ``check()`` never succeeds once
+``lost`` is set, and observe() and a waiting campaign ride an outage out (or end on close).
+"""
 
 from __future__ import annotations
 
@@ -18,14 +23,9 @@ from ..support.wire import CLAIM, RELEASE, RENEW
 def test_a_campaign_that_fails_after_its_claim_landed_leaves_no_phantom_leader(
     proxied: tuple[Proxy, Client], client: Client
 ) -> None:
-    """Should: when campaign() raises (OutcomeUnknown: every claim reply was lost), the
-    library gives the row back (its session is known: release it or at least let the
-    next candidate in); ``leader()`` must not name a leader that no process is.
-    Happens: the claim was applied on the server (the session holds the row), the
-    grant was never recorded, so closing the handle releases nothing: ``leader()``
-    reports candidate "a" as leading for the whole TTL (up to 7 days is allowed) and
-    every other candidate is locked out, though nobody leads.
-    """
+    """When campaign() raises (OutcomeUnknown: every claim reply was lost), the library gives the
+    row back (its session is known: release it or at least let the next candidate in);
+    ``leader()`` must not name a leader that no process is."""
     proxy, pclient = proxied
     a = pclient.election("sched", "a", ttl=30.0)
     with (
@@ -48,17 +48,12 @@ def test_a_campaign_that_fails_after_its_claim_landed_leaves_no_phantom_leader(
 def test_a_slow_claim_never_calls_on_elected_after_on_revoked(
     proxied: tuple[Proxy, Client],
 ) -> None:
-    """The renew deadline of a term is timed from before its first claim attempt; the
-    library's own retries of a claim whose replies were lost can take longer than
-    ``renew_deadline`` (its budget allows up to 5/6 of the TTL).
+    """The renew deadline of a term is timed from before its first claim attempt; the library's own
+    retries of a claim whose replies were lost can take longer than ``renew_deadline`` (its
+    budget allows up to 5/6 of the TTL).
 
-    Should: such a term is either not handed to the user, or handed over with the
-    callbacks in order (on_elected, then on_revoked) - never on_revoked first.
-    Happens: the timer thread starts before on_elected and finds the deadline passed:
-    on_revoked runs, then on_elected runs for a term that is already over (``lost`` set),
-    and a user who starts work in on_elected and stops it in on_revoked leaves it
-    running with no leader.
-    """
+    Such a term is either not handed to the user, or handed over with the callbacks in order
+    (on_elected, then on_revoked) - never on_revoked first."""
     proxy, pclient = proxied
     events: list[tuple[str, bool]] = []
     election = pclient.election(
@@ -82,8 +77,8 @@ def test_a_slow_claim_never_calls_on_elected_after_on_revoked(
 def test_lost_renew_replies_step_the_leader_down_before_the_next_is_elected(
     proxied: tuple[Proxy, Client], client: Client
 ) -> None:
-    """Held: every renew is applied but its reply lost; the leader steps down by its renew
-    deadline (on_revoked) before the waiting candidate is elected (on_elected)."""
+    """Every renew is applied but its reply lost; the leader steps down by its renew deadline
+    (on_revoked) before the waiting candidate is elected (on_elected)."""
     proxy, pclient = proxied
     moments: dict[str, float] = {}
     a = pclient.election(
@@ -113,8 +108,8 @@ def test_lost_renew_replies_step_the_leader_down_before_the_next_is_elected(
 def test_a_lost_release_reply_still_hands_over_promptly(
     proxied: tuple[Proxy, Client], client: Client
 ) -> None:
-    """Held: the release is applied, its reply lost; the retry answers "not held" without
-    harm, the waiter is woken by the release notification, not by the 30 s lease."""
+    """The release is applied, its reply lost; the retry answers "not held" without harm, and the
+    waiter is woken by the release notification, not by the 30 s lease."""
     proxy, pclient = proxied
     a = pclient.election("sched", "a", ttl=30.0)
     b = client.election("sched", "b", ttl=30.0)
@@ -141,9 +136,9 @@ def test_a_lost_release_reply_still_hands_over_promptly(
 def test_check_never_succeeds_once_lost_is_set(
     proxied: tuple[Proxy, Client],
 ) -> None:
-    """Held: a leader cut off until its renew deadline steps down; once Redis is back and
-    the row would still pass a server check, ``check()`` still raises (the term is over
-    here for good) and no renewal revives it."""
+    """A leader cut off until its renew deadline steps down; once Redis is back and the row would
+    still pass a server check, ``check()`` still raises (the term is over here for good) and no
+    renewal revives it."""
     proxy, pclient = proxied
     election = pclient.election("sched", "a", ttl=2.0, renew_deadline=0.5)
     with election.campaign() as term:
@@ -158,9 +153,9 @@ def test_check_never_succeeds_once_lost_is_set(
 def test_a_renewal_in_flight_during_resign_never_outlives_the_handover(
     proxied: tuple[Proxy, Client], client: Client
 ) -> None:
-    """Held: a renewal is applied but its reply is stuck (mute connection) while the
-    leader resigns; the release hands over, and the renewal's retry is refused (it
-    cannot extend or take back the next leader's term)."""
+    """A renewal is applied but its reply is stuck (mute connection) while the leader resigns;
+    the release hands over, and the renewal's retry is refused (it cannot extend or take back the
+    next leader's term)."""
     proxy, pclient = proxied
     a = pclient.election("sched", "a", ttl=2.0, renew_deadline=1.2, retry_period=0.1)
     b = client.election("sched", "b", ttl=5.0)
@@ -179,11 +174,8 @@ def test_a_renewal_in_flight_during_resign_never_outlives_the_handover(
 def test_observe_ends_promptly_on_close_during_an_outage(
     proxied: tuple[Proxy, Client],
 ) -> None:
-    """observe(): "Ends cleanly when close() is called ... A Redis outage is logged and
-    waited out." Should: close() ends the iterator promptly even while Redis does not
-    answer. Happens: the iterator is inside leader(), which retries for the whole budget
-    (up to 5/6 of the TTL: about 8 s at the default ttl=10), and only then looks at the
-    closed flag."""
+    """observe(): "Ends cleanly when close() is called ... A Redis outage is logged and waited
+    out." Close() ends the iterator promptly even while Redis does not answer."""
     proxy, pclient = proxied
     election = pclient.election("sched", "w", ttl=3.0)
     first = threading.Event()
@@ -212,12 +204,10 @@ def test_observe_ends_promptly_on_close_during_an_outage(
 def test_a_waiting_campaign_waits_out_a_short_outage_within_its_timeout(
     proxied: tuple[Proxy, Client], client: Client
 ) -> None:
-    """campaign(timeout=...): "Block until elected (up to timeout seconds)"; observe()
-    waits outages out. Should: a campaign that is waiting while the leader holds the
-    row rides out a brief outage (its claims fail to reach Redis) and is elected once the
-    leader resigns, within its timeout. Happens: the first claim attempt that fails
-    for longer than its retry budget (ttl/3) ends the whole campaign with
-    OutcomeUnknown, long before the timeout."""
+    """campaign(timeout=...): "Block until elected (up to timeout seconds)"; observe() waits
+    outages out. A campaign that is waiting while the leader holds the row rides out a brief
+    outage (its claims fail to reach Redis) and is elected once the leader resigns, within
+    its timeout."""
     proxy, pclient = proxied
     a = client.election("sched", "a", ttl=30.0)
     b = pclient.election("sched", "b", ttl=1.5)

@@ -1,9 +1,9 @@
-"""Leader election with real processes (issue 12): SIGKILL, SIGSTOP past the TTL, a
+"""Leader election with real processes: SIGKILL, SIGSTOP past the TTL, a
 black-holed connection, callbacks and ``exit_on_loss``, the whole history checked.
 
-Every candidate is a ``spawn``ed process (:mod:`tests.election_worker`) with a client of its
-own, reporting every callback, send and term end on a pipe; the test drives it through
-another pipe and signals. One clock is used for "when did each process believe it led":
+Every candidate is a ``spawn``ed process (:mod:`tests.election.election_worker`) with a
+client of its own, reporting every callback, send and term end on a pipe; the test drives
+it through another pipe and signals. One clock is used for "when did each process believe it led":
 ``time.monotonic()`` (CLOCK_MONOTONIC, one clock for every process on this host), and
 ``time.time()`` where a moment is compared with the server's clock (``TIME``, same host).
 
@@ -19,16 +19,14 @@ another pipe and signals. One clock is used for "when did each process believe i
   for a leader SIGSTOPped past its TTL and resumed.
 - :func:`test_exit_on_loss_ends_the_process_with_status_70`: black-holed, paused and
   superseded, taken over (status 70); resigning is no loss (status 0).
-- :func:`test_BUG_a_leader_that_sees_lost_first_is_still_a_loss_not_a_resignation`: a
-  library bug found while writing this file (see its docstring).
+- :func:`test_a_leader_that_sees_lost_first_is_still_a_loss_not_a_resignation`: a leader
+  whose loop sees ``lost`` before the timer thread ends the term still lost it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import multiprocessing
-import multiprocessing.connection
 import os
 import re
 import signal
@@ -37,8 +35,6 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -52,7 +48,7 @@ from fencing._sync.election import EXIT_ON_LOSS_STATUS
 from fencing.faults import Proxy
 
 from ..conftest import ServerInfo
-from ..support.fleet import Fleet as WorkerFleet
+from ..support.fleet import Event, Fleet, Worker
 from .election_worker import TOPIC, Config, candidate
 
 pytestmark = pytest.mark.slow
@@ -64,51 +60,27 @@ STEP_TIMEOUT = 10.0
 #: Sends a leader makes before the test moves on (so every term leaves records).
 SENDS_PER_TERM = 5
 
-Event = dict[str, Any]
-SPAWN = multiprocessing.get_context("spawn")
-
 
 # -- a fleet of candidate processes ------------------------------------------------------------
 
 
-@dataclass
-class Proc:
-    cid: str
-    process: Any  # multiprocessing.context.SpawnProcess
-    events: multiprocessing.connection.Connection
-    commands: multiprocessing.connection.Connection
-    received: list[Event] = field(default_factory=list)
-    eof: bool = False
-
-
-class Fleet:
-    """Candidate processes and everything they reported, in arrival order.
+class Candidates(Fleet):
+    """Candidate processes of one election (:mod:`tests.election.election_worker`), run by
+    the suite's :class:`~tests.support.fleet.Fleet`, and everything they reported, in
+    arrival order.
 
     Arrival order across processes is not the order things happened in: timing checks use
     the clocks in the events. Every process is SIGKILLed (stopped or not) on exit.
     """
 
     def __init__(self, url: str, namespace: str, election: str) -> None:
+        super().__init__(step_timeout=STEP_TIMEOUT)
         self.url = url
         self.namespace = namespace
         self.election = election
-        self.procs: dict[str, Proc] = {}
-        self.log: list[Event] = []
 
-    def __enter__(self) -> Fleet:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for proc in self.procs.values():
-            with contextlib.suppress(ProcessLookupError):
-                if proc.process.exitcode is None:
-                    os.kill(proc.process.pid, signal.SIGKILL)
-        for proc in self.procs.values():
-            proc.process.join(STEP_TIMEOUT)
-            proc.events.close()
-            proc.commands.close()
-
-    def start(self, cid: str, url: str | None = None, **options: Any) -> Proc:
+    def campaign(self, cid: str, url: str | None = None, **options: Any) -> Worker:
+        """Start candidate ``cid`` (on ``url``, else the fleet's) with these options."""
         cfg = Config(
             url=url or self.url,
             namespace=self.namespace,
@@ -116,87 +88,17 @@ class Fleet:
             election=self.election,
             **{"ttl": TTL, **options},
         )
-        events_in, events_out = SPAWN.Pipe(duplex=False)
-        commands_in, commands_out = SPAWN.Pipe(duplex=False)
-        process = SPAWN.Process(
-            target=candidate, args=(cfg, events_out, commands_in), name=cid, daemon=True
-        )
-        process.start()
-        events_out.close()
-        commands_in.close()
-        proc = Proc(cid, process, events_in, commands_out)
-        self.procs[cid] = proc
-        return proc
+        return self.start(cid, candidate, cfg)
 
     def wait_ready(self) -> None:
-        for cid in self.procs:
+        for cid in self.workers:
             self.wait_for(f"{cid} ready", lambda e, cid=cid: e["ev"] == "ready" and e["cid"] == cid)
 
-    # -- events ------------------------------------------------------------------------------
-
-    def pump(self, timeout: float) -> None:
-        """Read whatever the processes reported, waiting up to ``timeout`` for something."""
-        open_ = {p.events: p for p in self.procs.values() if not p.eof}
-        if not open_:
-            time.sleep(min(timeout, 0.01))
-            return
-        for conn in multiprocessing.connection.wait(list(open_), timeout):
-            proc = open_[conn]  # type: ignore[index]
-            while not proc.eof and proc.events.poll():
-                try:
-                    event: Event = proc.events.recv()
-                except (EOFError, OSError):
-                    proc.eof = True
-                    break
-                if event["ev"] == "error":
-                    raise AssertionError(f"candidate {proc.cid} failed:\n{event['text']}")
-                proc.received.append(event)
-                self.log.append(event)
-
-    def wait_until(self, what: str, predicate: Callable[[], Any], timeout: float) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(
-                    f"{what}: not within {timeout}s; reported so far:\n"
-                    + "\n".join(map(str, self.log[-40:]))
-                )
-            self.pump(min(left, 0.05))
-
-    def wait_for(
-        self, what: str, match: Callable[[Event], bool], since: int = 0, timeout: float = 0.0
-    ) -> Event:
-        """The first event from ``since`` on (an index into :attr:`log`) that matches."""
-
-        def find() -> Event | None:
-            return next((e for e in self.log[since:] if match(e)), None)
-
-        return self.wait_until(what, find, timeout or STEP_TIMEOUT)  # type: ignore[no-any-return]
-
     def of(self, cid: str, *kinds: str) -> list[Event]:
-        return [e for e in self.procs[cid].received if e["ev"] in kinds]
+        return self.workers[cid].of(*kinds)
 
     def count(self, cid: str, kind: str) -> int:
         return len(self.of(cid, kind))
-
-    # -- control -----------------------------------------------------------------------------
-
-    def command(self, cid: str, command: str) -> None:
-        self.procs[cid].commands.send(command)
-
-    def signal(self, cid: str, sig: signal.Signals) -> None:
-        os.kill(self.procs[cid].process.pid, sig)
-
-    def finish(self, cid: str, timeout: float = STEP_TIMEOUT) -> int:
-        """Wait for the process to end and for the last of its events; its exit code."""
-        proc = self.procs[cid]
-        self.wait_until(f"{cid} exits", lambda: proc.process.exitcode is not None, timeout)
-        self.wait_until(f"{cid}'s pipe drained", lambda: proc.eof, timeout)
-        return int(proc.process.exitcode)
 
 
 def read_log(client: fencing.Client) -> list[fencing.Record]:
@@ -248,10 +150,10 @@ def test_decisions_log_proves_fencing_across_a_kill_and_a_pause(
     server: ServerInfo, namespace: str, client: fencing.Client
 ) -> None:
     observer = client.election("decider", "observer", ttl=TTL)
-    with Fleet(server.url, namespace, "decider") as fleet:
+    with Candidates(server.url, namespace, "decider") as fleet:
         cids = [f"c{i}" for i in range(4)]
         for cid in cids:
-            fleet.start(cid, act=True)
+            fleet.campaign(cid, act=True)
         fleet.wait_ready()
 
         def elected(token: int) -> Event:
@@ -281,9 +183,9 @@ def test_decisions_log_proves_fencing_across_a_kill_and_a_pause(
         acting(l2, mark)
         # The next one stops between checking `lost` (not set) and the send it allowed,
         # and stays stopped past its TTL: the third is elected and acts meanwhile.
-        fleet.command(l2, "hold")
+        fleet.send(l2, "hold")
         holding = fleet.wait_for(
-            f"{l2} holds", lambda e: e["ev"] == "holding" and e["cid"] == l2, mark
+            f"{l2} holds", lambda e: e["ev"] == "holding" and e["cid"] == l2, since=mark
         )
         fleet.signal(l2, signal.SIGSTOP)
         mark = len(fleet.log)
@@ -295,14 +197,14 @@ def test_decisions_log_proves_fencing_across_a_kill_and_a_pause(
         assert l2 not in {e["cid"] for e in fleet.log[mark:]}, "a stopped process reported"
         # It resumes and does what its check allowed: the send must be refused.
         fleet.signal(l2, signal.SIGCONT)
-        fleet.command(l2, "go")
+        fleet.send(l2, "go")
         assert fleet.finish(l2) == 0
         # Term 4: the last candidate, after the third resigns.
         mark = len(fleet.log)
-        fleet.command(l3, "resign")
+        fleet.send(l3, "resign")
         l4 = elected(4)["cid"]
         acting(l4, mark)
-        fleet.command(l4, "resign")
+        fleet.send(l4, "resign")
         assert fleet.finish(l3) == 0
         assert fleet.finish(l4) == 0
 
@@ -404,10 +306,10 @@ def test_renew_deadline_under_a_partition_never_lets_two_believe_they_lead(
     rounds: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         proxies = {cid: stack.enter_context(Proxy(upstream_port)) for cid in cids}
-        fleet = stack.enter_context(Fleet(server.url, namespace, "part"))
+        fleet = stack.enter_context(Candidates(server.url, namespace, "part"))
         watch = stack.enter_context(ExpiryWatch(r, key))
         for cid in cids:
-            fleet.start(
+            fleet.campaign(
                 cid,
                 url=proxies[cid].url_for(server.url),
                 renew_deadline=DEADLINE,
@@ -434,12 +336,12 @@ def test_renew_deadline_under_a_partition_never_lets_two_believe_they_lead(
             revoked = fleet.wait_for(
                 f"{cid} steps down",
                 lambda e, cid=cid: e["ev"] == "revoked" and e["cid"] == cid,
-                mark,
+                since=mark,
             )
             successor = fleet.wait_for(
                 "a new leader",
                 lambda e, token=token: e["ev"] == "elected" and e["token"] > token,
-                mark,
+                since=mark,
             )
             proxies[cid].clear()
             proxies[cid].sever()
@@ -457,10 +359,10 @@ def test_renew_deadline_under_a_partition_never_lets_two_believe_they_lead(
         # The waiting candidates leave first, then the last leader resigns.
         waiting = [cid for cid in cids if cid != leader["cid"]]
         for cid in waiting:
-            fleet.command(cid, "stop")
+            fleet.send(cid, "stop")
         for cid in waiting:
             assert fleet.finish(cid) == 0
-        fleet.command(leader["cid"], "stop")
+        fleet.send(leader["cid"], "stop")
         assert fleet.finish(leader["cid"]) == 0
 
     for rnd in rounds:
@@ -507,13 +409,13 @@ def test_renew_deadline_under_a_partition_never_lets_two_believe_they_lead(
 
 
 def test_callbacks_in_real_processes(server: ServerInfo, namespace: str) -> None:
-    with Fleet(server.url, namespace, "cb") as fleet:
-        fleet.start("a")
+    with Candidates(server.url, namespace, "cb") as fleet:
+        fleet.campaign("a")
         a = fleet.wait_for("a elected", lambda e: e["ev"] == "elected" and e["cid"] == "a")
         assert a["token"] == 1
         # b campaigns twice while a leads and never wins; c waits for its turn.
-        fleet.start("b", campaign_timeout=0.5, campaigns=2)
-        fleet.start("c")
+        fleet.campaign("b", campaign_timeout=0.5, campaigns=2)
+        fleet.campaign("c")
         assert fleet.finish("b") == 0
         fleet.wait_for("c ready", lambda e: e["ev"] == "ready" and e["cid"] == "c")
         # a is stopped past its TTL: c is elected meanwhile; then a resumes.
@@ -522,7 +424,7 @@ def test_callbacks_in_real_processes(server: ServerInfo, namespace: str) -> None
         assert c["token"] == 2
         fleet.signal("a", signal.SIGCONT)
         assert fleet.finish("a") == 0
-        fleet.command("c", "resign")
+        fleet.send("c", "resign")
         assert fleet.finish("c") == 0
 
     assert fleet.of("b", "elected", "revoked") == []
@@ -559,15 +461,15 @@ def test_exit_on_loss_ends_the_process_with_status_70(
     key = client.keys.ownership(ELECTION_GROUP, "exit")
     with contextlib.ExitStack() as stack:
         proxy = stack.enter_context(Proxy(upstream_port))
-        fleet = stack.enter_context(Fleet(server.url, namespace, "exit"))
+        fleet = stack.enter_context(Candidates(server.url, namespace, "exit"))
         url = proxy.url_for(server.url) if how == "black-holed" else server.url
-        fleet.start("a", url=url, exit_on_loss=True)
+        fleet.campaign("a", url=url, exit_on_loss=True)
         a = fleet.wait_for("a elected", lambda e: e["ev"] == "elected")
         assert a["token"] == 1
         if how == "black-holed":
             proxy.drop_requests(b"*", count=None, close=False)
         elif how == "paused-and-superseded":
-            fleet.start("b")
+            fleet.campaign("b")
             fleet.wait_for("b ready", lambda e: e["ev"] == "ready" and e["cid"] == "b")
             fleet.signal("a", signal.SIGSTOP)
             fleet.wait_for("b elected", lambda e: e["ev"] == "elected" and e["cid"] == "b")
@@ -578,10 +480,10 @@ def test_exit_on_loss_ends_the_process_with_status_70(
             stack.callback(taker.close)
             taker.claim("exit", generation=0)
         else:
-            fleet.command("a", "resign")
+            fleet.send("a", "resign")
         status = fleet.finish("a")
         if "b" in fleet.procs:
-            fleet.command("b", "stop")
+            fleet.send("b", "stop")
             assert fleet.finish("b") == 0
         row = r.hgetall(key)
 
@@ -607,24 +509,22 @@ def test_exit_on_loss_ends_the_process_with_status_70(
         assert revoked["wall"] * 1000 < int(row["expires"])
 
 
-# -- BUG (found while writing this file) -------------------------------------------------------
+# -- a leader whose loop sees lost first -------------------------------------------------------
 
 
-def test_BUG_a_leader_that_sees_lost_first_is_still_a_loss_not_a_resignation(
+def test_a_leader_that_sees_lost_first_is_still_a_loss_not_a_resignation(
     server: ServerInfo, namespace: str
 ) -> None:
-    """BUG in the working tree's ``fencing/election.py`` (uncommitted ``LostEvent``; HEAD
-    passes): ``lost.is_set()`` (and ``lost.wait()``) report the renew deadline's loss
-    themselves, but leave ending the term to the timer thread. A leader whose loop sees
-    ``lost`` first and leaves its ``campaign`` block - the documented pattern - resigns
-    before the timer thread ends the term, so the term ends as *resigned*: ``on_revoked``
-    and ``reason`` say ``Fenced: ... was resigned`` instead of ``LeaseExpired``, and
-    ``exit_on_loss=True`` does not exit (status 0, not 70). Deterministic here: the leader
-    does CPU-bound work holding the GIL (switch interval 1 s > renew deadline), so its loop
-    always looks at ``lost`` before the starved timer thread runs. The black-holed leaders
-    of the partition test and of ``exit_on_loss`` hit the same race by chance."""
-    with Fleet(server.url, namespace, "busy") as fleet:
-        fleet.start("a", ttl=0.5, exit_on_loss=True, busy=True)
+    """``lost.is_set()`` (and ``lost.wait()``) report the renew deadline's loss themselves,
+    before the timer thread ends the term. A leader whose loop sees ``lost`` first and
+    leaves its ``campaign`` block - the documented pattern - has still lost its term, not
+    resigned it: ``on_revoked`` and ``reason`` say ``LeaseExpired``, and
+    ``exit_on_loss=True`` exits with status 70. Deterministic here: the leader does
+    CPU-bound work holding the GIL (switch interval 1 s > renew deadline), so its loop always
+    looks at ``lost`` before the starved timer thread runs (the black-holed leaders of the
+    partition test and of ``exit_on_loss`` meet the same order by chance)."""
+    with Candidates(server.url, namespace, "busy") as fleet:
+        fleet.campaign("a", ttl=0.5, exit_on_loss=True, busy=True)
         status = fleet.finish("a")
     (revoked,) = fleet.of("a", "revoked")
     assert revoked["reason"] == "LeaseExpired", revoked["text"]
@@ -670,7 +570,7 @@ def test_a_leader_paused_past_its_lease_is_told_fenced_once_a_successor_was_elec
     raises Fenced (not LeaseExpired: a successor was granted), and on_revoked has run
     before check() returns; its reason says it was paused, once."""
     client = fencing.Client.from_url(server.url, namespace=namespace)
-    with WorkerFleet() as fleet:
+    with Fleet() as fleet:
         fleet.start("a", paused_leader, server.url, namespace, "sched")
         elected = fleet.wait_for("a elected", lambda e: e["ev"] == "elected", wid="a")
         fleet.pause("a")
@@ -718,17 +618,12 @@ _PAUSED_LEADER = textwrap.dedent(
 def test_lost_is_set_before_a_paused_leader_acts_again_after_another_was_elected(
     server: ServerInfo, client: Client
 ) -> None:
-    """The module promises that "the intervals in which two processes believe they lead
-    never overlap": ``lost`` is set by the renew deadline before the lease can lapse.
+    """The module promises that "the intervals in which two processes believe they lead never
+    overlap": ``lost`` is set by the renew deadline before the lease can lapse.
 
-    Should: a leader SIGSTOPped past its TTL, resumed after another candidate was
-    elected, never sees ``lost.is_set() == False`` again (its renew deadline passed long
-    ago by CLOCK_MONOTONIC, which runs on through SIGSTOP).
-    Happens: ``lost`` is a plain Event set by a timer thread; after SIGCONT the acting
-    thread (which held the GIL when stopped) keeps reading ``lost`` as unset for
-    thousands of iterations until the timer thread gets to run, while the other process
-    has been leading for a while: both believe they lead at once.
-    """
+    A leader SIGSTOPped past its TTL, resumed after another candidate was elected, never sees
+    ``lost.is_set() == False`` again (its renew deadline passed long ago by CLOCK_MONOTONIC,
+    which runs on through SIGSTOP)."""
     proc = subprocess.Popen(
         [sys.executable, "-c", _PAUSED_LEADER, server.url, client.keys.namespace],
         stdout=subprocess.PIPE,
@@ -786,11 +681,8 @@ def test_exit_on_loss_ends_the_process_even_if_on_revoked_raises_system_exit(
     server: ServerInfo, namespace: str
 ) -> None:
     """``exit_on_loss=True``: "a term lost by anything but resigning ends the process
-    (os._exit(70)) right after on_revoked".
-    Should: the process ends (status 70, or on_revoked's own exit) whatever on_revoked
-    raises. Happens: on_revoked runs on the timer thread; its SystemExit (sys.exit() from
-    a callback) escapes ``_finish`` (only Exception is caught), ends that thread alone,
-    and os._exit is never reached: the process runs on after losing the term."""
+    (os._exit(70)) right after on_revoked". The process ends (status 70, or on_revoked's own
+    exit) whatever on_revoked raises."""
     proc = subprocess.run(
         [sys.executable, "-c", _EXIT_ON_LOSS, server.url, namespace],
         capture_output=True,

@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""G9 for elections: a store that lost its state (FLUSHALL) ends the term with StateLost,
+never a fresh start with a smaller token; foreign values under an election's keys are
+refused and left alone."""
 
 from __future__ import annotations
 
@@ -15,16 +17,12 @@ from ..conftest import ServerInfo
 def test_an_election_handle_never_gets_a_smaller_token_after_the_store_lost_state(
     fresh_server: ServerInfo, namespace: str
 ) -> None:
-    """The token is "the fencing token for writes elsewhere (UPDATE ... WHERE token <= $1)"
-    and "grows by one on every grant to a new session and never goes down"; G9: a handle
-    that saw state raises StateLost rather than starting afresh on reset epochs.
+    """The token is "the fencing token for writes elsewhere (UPDATE ... WHERE token <= $1)" and
+    "grows by one on every grant to a new session and never goes down"; G9: a handle that
+    saw state raises StateLost rather than starting afresh on reset epochs.
 
-    Should: an Election handle that already led with token 3 raises StateLost when it
-    campaigns after a FLUSHALL (or at least never leads with a token <= 3).
-    Happens: each campaign makes a new Ownership with no memory, so the handle is
-    elected with token 1: every store fenced with the README's ``token <= $1`` refuses
-    the new leader, while a stale holder of token 3 would still pass that fence.
-    """
+    An Election handle that already led with token 3 raises StateLost when it campaigns after a
+    FLUSHALL (or at least never leads with a token <= 3)."""
     client = fencing.Client.from_url(fresh_server.url, namespace=namespace)
     raw = redis.Redis.from_url(fresh_server.url)
     try:
@@ -51,8 +49,8 @@ def test_an_election_handle_never_gets_a_smaller_token_after_the_store_lost_stat
 def test_flushall_under_a_leader_is_state_lost_with_one_on_revoked(
     fresh_server: ServerInfo, namespace: str
 ) -> None:
-    """Held: a FLUSHALL under a leader ends its term with StateLost (never a silent fresh
-    start), on_revoked runs once, check() raises StateLost."""
+    """A FLUSHALL under a leader ends its term with StateLost (never a silent fresh start):
+    on_revoked runs once, check() raises StateLost."""
     client = fencing.Client.from_url(fresh_server.url, namespace=namespace)
     raw = redis.Redis.from_url(fresh_server.url)
     revoked: list[int] = []
@@ -76,8 +74,8 @@ def test_flushall_under_a_leader_is_state_lost_with_one_on_revoked(
 def test_wrong_type_keys_under_an_election_are_refused_and_left_alone(
     client: Client, raw: redis.Redis
 ) -> None:
-    """Held: a foreign value at the candidates key or at the election row is refused
-    with WrongKeyType and left as it was."""
+    """A foreign value at the candidates key or at the election row is refused with WrongKeyType
+    and left as it was."""
     cand = client.keys.election_candidates("sched")
     raw.set(cand, "x")
     election = client.election("sched", "a", ttl=5.0)

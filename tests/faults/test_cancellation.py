@@ -109,10 +109,9 @@ async def test_cancelled_free_claims_are_given_back_unless_they_returned(aio_api
 
 
 async def test_cancelled_poll_over_two_partitions_skips_no_record(aio_api: Api) -> None:
-    """Hole: ``Consumer._fetch`` reads the partitions one after the other and each read
-    moves that reader's position. A poll cancelled while it reads partition 1 has moved
-    partition 0 past records it never returned: the next poll (and a default commit)
-    skips them for good."""
+    """A poll reads the partitions one after the other, each read moving that reader's position;
+    a poll cancelled while it reads partition 1 puts partition 0's position back too: the next
+    poll returns every record the cancelled one did not (and a default commit skips none)."""
     client = aio_api.client()
     topic = client.topic("t", partitions=2)
     async with await topic.producer() as producer:
@@ -136,9 +135,9 @@ async def test_cancelled_poll_over_two_partitions_skips_no_record(aio_api: Api) 
 
 
 async def test_cancelled_blocking_poll_skips_no_record(aio_api: Api) -> None:
-    """Hole: a blocking poll moves the reader past the records that arrived, then checks
-    the grant (``Consumer._after_block``); cancelled during that check it puts the position
-    back only for a FencingError, so the records are skipped."""
+    """A blocking poll moves the reader past the records that arrived, then checks the grant;
+    cancelled during that check, it puts the position back (as for a FencingError): the next poll
+    returns those records."""
     client = aio_api.client()
     topic = client.topic("t", partitions=1)
     await topic.open()
@@ -159,10 +158,9 @@ async def test_cancelled_blocking_poll_skips_no_record(aio_api: Api) -> None:
 
 
 async def test_campaign_cancelled_after_its_grant_leaves_no_term_renewing(aio_api: Api) -> None:
-    """Hole: ``Election._try_win`` starts the term (renewal and deadline tasks, listed in
-    ``_terms``) and then awaits ``_publish_change``; a cancellation there propagates out of
-    ``campaign()`` without resigning. The caller never got a Leadership, yet the term keeps
-    renewing its lease for ever: every other candidate is locked out until close()."""
+    """A campaign cancelled after its claim was granted, while it publishes the change, resigns
+    the term it started: the caller never got a Leadership, so nothing goes on renewing its
+    lease, and another candidate is elected."""
     client = aio_api.client()
     election = client.election("e", "a", ttl=1.0)
     entered = asyncio.Event()
@@ -195,9 +193,8 @@ async def test_campaign_cancelled_after_its_grant_leaves_no_term_renewing(aio_ap
 
 
 async def test_campaign_cancelled_while_deregistering_leaves_no_lease(aio_api: Api) -> None:
-    """Hole: once the claim is granted, ``Election._try_win`` deregisters the candidate in a
-    ``finally``; a cancellation there skips the ``except`` that closes the owner, so the
-    grant stays held (by nobody) until its lease lapses, and other candidates wait a ttl."""
+    """A campaign cancelled once its claim is granted, while it deregisters the candidate, gives
+    the grant back: no lease is left held by nobody for other candidates to wait out."""
     client = aio_api.client()
     election = client.election("e", "a", ttl=3.0)
     deregistering = asyncio.Event()
@@ -230,10 +227,9 @@ async def test_campaign_cancelled_while_deregistering_leaves_no_lease(aio_api: A
 
 
 async def test_close_cancelled_midway_can_be_retried_and_frees_the_partitions(aio_api: Api) -> None:
-    """Hole: ``Producer.close`` sets ``_closed`` before it leaves the partitions, and
-    ``close`` returns at once when ``_closed`` is set. A close cancelled mid-way (a shutdown
-    under ``asyncio.timeout``, a TaskGroup torn down) leaves partitions held, and calling
-    close() again does nothing: the exclusive lease blocks everyone until it lapses."""
+    """A producer's close() cancelled mid-way (a shutdown under ``asyncio.timeout``, a TaskGroup
+    torn down) can be called again, and the second close() leaves every partition: no exclusive
+    lease is left to block everyone until it lapses."""
     client = aio_api.client()
     topic = client.topic("t", partitions=4)
     await topic.open()
@@ -256,9 +252,9 @@ async def test_close_cancelled_midway_can_be_retried_and_frees_the_partitions(ai
 
 
 async def test_release_cancelled_midway_can_be_retried(aio_api: Api) -> None:
-    """Hole: ``Ownership.release`` pops each grant before its release call; a release (or
-    close) cancelled during that call forgets the grant, so a second release/close gives
-    nothing back and the resource stays held until the lease lapses."""
+    """A release (or close) cancelled during its release call keeps the grants it did not give
+    back yet: a second release/close gives them back, and the resource is free at once, not when
+    the lease lapses."""
     client = aio_api.client()
     for turns in range(1, 6):
         owner = client.ownership("g", "a", ttl=10.0)

@@ -1,6 +1,6 @@
 """Chaos: many producer processes and threads under every fault at once, the whole log checked.
 
-Issue 11's chaos test, bounded in time (about 20 s per server kind). Worker processes
+Bounded in time (about 20 s per server kind). Worker processes
 (:mod:`tests.faults.chaos_worker`, started with ``python -m``) cycle through the four access modes,
 named takeovers (``name=`` from a pool every worker draws from) and copy jobs resumed from
 a saved :class:`fencing.ProducerState` (``resume=``), with several sender threads per

@@ -1,4 +1,4 @@
-"""Issue 11, hole 2: one identity per process across fork().
+"""One identity per process across fork().
 
 - a forked child's close() (what unwinding a ``with`` block does) releases nothing of the
   parent's, and the parent's handles refuse any operation in the child;
@@ -206,16 +206,11 @@ def _send_from_child(topic: fencing.Topic, partition: int) -> None:
 
 
 def test_a_forked_child_never_sees_the_parents_term_as_its_own(client: Client) -> None:
-    """DESIGN: in a forked child "the parent's handles do no I/O at all" and "the parent's
-    leases lapse as if the child did not exist"; check() raises ProcessBoundError there.
+    """In a forked child "the parent's handles do no I/O at all" and "the parent's leases lapse
+    as if the child did not exist"; check() raises ProcessBoundError there.
 
-    Should: in the child, ``leadership.lost`` reads as set (the child never holds the
-    term), at the latest once the parent lost it.
-    Happens: the child's copy of ``lost`` is an Event nobody will ever set (the timer
-    and renewer threads are not in the child): after the parent was superseded the
-    child still reads ``lost.is_set() == False`` for ever, so the documented loop
-    ``while not leadership.lost.is_set(): act`` runs on in the child with no leader.
-    """
+    In the child, ``leadership.lost`` reads as set (the child never holds the term), at the
+    latest once the parent lost it."""
     election = client.election("sched", "a", ttl=5.0)
     with election.campaign() as term:
         go_r, go_w = os.pipe()
@@ -249,8 +244,8 @@ def test_a_forked_child_never_sees_the_parents_term_as_its_own(client: Client) -
 def test_a_consumer_in_a_forked_child_does_nothing_and_the_parent_keeps_its_partition(
     client: Client, raw: redis.Redis
 ) -> None:
-    """Held: in a forked child the parent's consumer refuses poll/commit
-    (ProcessBoundError) and its close() releases nothing."""
+    """In a forked child the parent's consumer refuses poll/commit (ProcessBoundError) and its
+    close() releases nothing: the parent keeps its partition."""
     topic = client.topic("orders", partitions=1)
     fill(topic, 3)
     c = topic.consumer("g", "a", partitions=[0], ttl=10.0)

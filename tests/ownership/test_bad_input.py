@@ -2,7 +2,7 @@
 
 Also the other side of the coin: arbitrary resource strings (braces, colons, spaces, percent
 signs, unicode) are accepted and each gets a key of its own with exactly one hash tag
-(DESIGN section 2, key rules).
+(the key rules).
 """
 
 from __future__ import annotations

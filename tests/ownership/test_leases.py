@@ -210,8 +210,8 @@ def test_a_waiting_claim_rechecks_when_the_release_notification_never_comes(
 
 
 async def test_second_waiting_claim_on_a_resource_is_woken_promptly(api: Api) -> None:
-    """Guard (passes): a waiting claim that follows another, timed-out waiter of the same
-    resource on the same client is woken by the release, not by its polling."""
+    """A waiting claim that follows another, timed-out waiter of the same resource on the same
+    client is woken by the release, not by its polling."""
     client = api.client()
     holder = client.ownership("g", "holder", ttl=10.0)
     await holder.claim("r")

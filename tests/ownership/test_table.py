@@ -1,4 +1,4 @@
-"""Every row of the ownership table (DESIGN section 4) through the public API."""
+"""Every row of the ownership table through the public API."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every cell of the access-mode table (DESIGN section 4b) and the per-partition epoch."""
+"""Every cell of the access-mode table (README) and the per-partition epoch."""
 
 from __future__ import annotations
 
@@ -485,11 +485,9 @@ def keeper_tasks(client: Any) -> int:
 
 
 async def test_failed_shared_open_leaves_no_renewal_task(api: Api) -> None:
-    """Hole: ``Producer.open`` schedules the renewal after the first partition, and on a
-    failure releases the partitions but never cancels it. For SHARED the renewal of a
-    producer that is not registered returns 0 (not fenced), so the task runs every ttl/3
-    for the life of the client: a service retrying ``topic.producer()`` against a live
-    exclusive holder piles up one task (and one round trip per partition) per attempt."""
+    """A SHARED open that fails (an exclusive holder lives) leaves no renewal task behind: a
+    service retrying ``topic.producer()`` never piles up one task (and one round trip per
+    partition every ttl/3) per attempt."""
     client = api.client()
     topic = client.topic("t", partitions=2)
     await topic.open()

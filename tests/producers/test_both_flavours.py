@@ -174,7 +174,7 @@ async def test_records_land_on_the_server_the_client_was_given(api: Api) -> None
 
 
 async def test_an_idle_producer_whose_state_expired_goes_on_as_one_fresh_pid(api: Api) -> None:
-    """DESIGN G5 (Kafka KIP-360): a producer idle past its state's expiry goes on silently
+    """G5 (Kafka KIP-360): a producer idle past its state's expiry goes on silently
     under a fresh PID, drawn once whichever partitions find out, from sequence 0; a
     partition whose state was still live moves over too (one PID per producer). Checked
     over the whole log: every acknowledged record once, each PID's sequences unbroken."""

@@ -1,4 +1,15 @@
-"""TODO docstring."""
+"""G5 (Kafka KIP-360): an idle producer whose state expired goes on under one fresh PID.
+
+Every partition moves to the fresh PID before its next send, from sequence 0; one PID is
+drawn however many partitions and threads find out at once; a batch pending under the old
+PID is settled there first; ``state`` saved around the move never lets a resumed job write
+a record twice or go back over sequences the old PID used; fencing (by epoch, name or
+resume=) is never escaped through a fresh PID; the in-memory client does the same.
+
+The expiry is made at once (:func:`tests.support.fresh_pid.expire`) unless a test lets a
+real one run out; faults go through :class:`fencing.faults.Proxy` on a client with short
+socket timeouts (``fclient``), and the log is read back without the proxy.
+"""
 
 from __future__ import annotations
 
@@ -34,26 +45,16 @@ from ..support.wire import APPEND
 def test_state_saved_while_a_batch_is_pending_under_the_retired_pid_keeps_it_deduplicable(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """HOLE. A copy job (README "Copy jobs": save ``producer.state`` with the input
-    position, resume= after a crash and re-send from that position) sends ``r`` on
-    partition 1; every reply is lost: OutcomeUnknown, ``r`` pending under PID P0 (it did
-    land, at offset 1). Partition 0 was idle past its expiry: its next send takes a fresh
-    PID P1. The job saves its state (its position is before ``r``: ``r`` is not known to
-    have landed), then crashes; a new process resumes that state and re-sends ``r``.
+    """A copy job (README "Copy jobs": save ``producer.state`` with the input position, resume=
+    after a crash and re-send from that position) sends ``r`` on partition 1; every reply is
+    lost: OutcomeUnknown, ``r`` pending under PID P0 (it did land, at offset 1). Partition 0
+    was idle past its expiry: its next send takes a fresh PID P1. The job saves its state
+    (its position is before ``r``: ``r`` is not known to have landed), then crashes; a new
+    process resumes that state and re-sends ``r``.
 
-    Expected: the re-sent ``r`` is answered with its original offset (1), written once,
-    as it would be without the expiry (the state then names P0 at sequence 1 on
-    partition 1, and the resend is found in P0's window).
-    Got: ``state`` reports partition 1 as the fresh PID's generation 0, sequence 0
-    (producer.py state: ``moved = {p ... if s.pid in self._retired}``) although its pending
-    batch is P0's, and P1 has never written there: the resumed incarnation sends ``r`` as
-    P1's first batch and it lands a second time (offset 2). (Likewise a copy of ``r``
-    still in flight under P0 would not be fenced by the resumed incarnation, which bumps
-    P1's generation only: without the re-key, resume= bumps P0's and refuses that copy.)
-    Fix: never report a partition with a batch pending under a retired PID as moved:
-    resolve it first (state is sync: e.g. resolve every partition's pending batch under
-    the old PID inside _take_fresh_pid before publishing the fresh PID), or make ``state``
-    raise (resolve(p) first) while such a batch is pending."""
+    The re-sent ``r`` is answered with its original offset (1), written once, as it would be
+    without the expiry (the state then names P0 at sequence 1 on partition 1, and the resend
+    is found in P0's window)."""
     topic = fclient.topic("t", partitions=2)
     x = topic.producer(lease_ttl=SHORT_LEASE)
     try:
@@ -67,7 +68,7 @@ def test_state_saved_while_a_batch_is_pending_under_the_retired_pid_keeps_it_ded
         expire(raw, topic, old, 0)
         assert offsets(x.send_batch([b"c"], partition=0)) == [1]
         assert x.producer_id != old
-        # Fixed: no state is given while the batch is pending under the retired PID (no
+        # No state is given while the batch is pending under the retired PID (no
         # state could say how to resend it): the job settles it first, and learns it landed.
         with pytest.raises(fencing.InvalidArgument, match=r"resolve\(1\)"):
             x.state  # noqa: B018
@@ -102,25 +103,15 @@ class OnRetire:
 def test_an_interrupt_between_retiring_the_pid_and_taking_the_fresh_one_loses_nothing(
     client: fencing.Client, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """HOLE (a narrow window, but a silent loss). The state of PID P0 expired on partition
-    0 (still live on partition 1, where P0 sent ``x`` at sequence 0). A send on partition 0
-    is refused 'idle'; in _take_fresh_pid the fresh PID is drawn, then Ctrl-C arrives right
-    after ``self._retired.add(standing.pid)`` and before ``self._producer_id = fresh``. The
-    caller gets KeyboardInterrupt; the program goes on and sends ``x`` again (a new record
-    with the same value) on partition 1, then ``y`` on partition 0.
+    """The state of PID P0 expired on partition 0 (still live on partition 1, where P0 sent ``x``
+    at sequence 0). A send on partition 0 is refused 'idle'; in _take_fresh_pid the fresh
+    PID is drawn, then Ctrl-C arrives right after ``self._retired.add(standing.pid)`` and
+    before ``self._producer_id = fresh``. The caller gets KeyboardInterrupt; the program
+    goes on and sends ``x`` again (a new record with the same value) on partition 1, then
+    ``y`` on partition 0.
 
-    Expected: either the old PID is not retired, or the fresh one is in use: every new
-    record lands once (``x`` at offset 1 of partition 1), never under a sequence P0 used.
-    Got: P0 is in ``_retired`` while ``_producer_id`` is still P0, so _send_next "moves"
-    each partition to P0 itself at generation 0, sequence 0 (_adopt_pid). On partition 1
-    the new ``x`` goes as P0's sequence 0, matches P0's first batch in the window and is
-    answered with its offset 0 as a duplicate: an acknowledged record that was never
-    written. (``state`` then also names P0 at sequence 0 everywhere.)
-    Where: producer.py _take_fresh_pid, ``self._retired.add(standing.pid)`` then
-    ``self._producer_id = fresh``: two statements publish one change.
-    Fix: publish the fresh PID and the retired set in one assignment (a tuple attribute
-    read once by _send_next, _take_fresh_pid and state), or at least assign
-    ``_producer_id`` first and have _adopt_pid refuse to adopt a PID that is retired."""
+    Either the old PID is not retired, or the fresh one is in use: every new record lands once
+    (``x`` at offset 1 of partition 1), never under a sequence P0 used."""
     topic = client.topic("t", partitions=2)
     with topic.producer(lease_ttl=LEASE_TTL) as p:
         assert offsets(p.send_batch([b"w"], partition=0)) == [0]
@@ -159,24 +150,14 @@ class InterruptedReplace:
 def test_an_interrupt_while_a_partition_moves_to_the_fresh_pid_loses_nothing(
     client: fencing.Client, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """HOLE (a narrow window, but a silent loss). Partition 0 took the fresh PID P1;
-    partition 1 still stands on P0 (live there: P0 sent ``x`` at sequence 0). The next send
-    on partition 1 moves it (_send_next -> _adopt_pid), and Ctrl-C arrives while
-    ``dataclasses.replace(standing.writer, producer_id=...)`` runs, after
-    ``standing.pid, standing.generation, standing.next_sequence = pid, 0, 0``. The caller
-    gets KeyboardInterrupt (nothing was sent); the program goes on and sends ``x`` again
-    (a new record with the same value) on partition 1.
+    """Partition 0 took the fresh PID P1; partition 1 still stands on P0 (live there: P0 sent ``x``
+    at sequence 0). The next send on partition 1 moves it (_send_next -> _adopt_pid), and
+    Ctrl-C arrives while ``dataclasses.replace(standing.writer, producer_id=...)`` runs,
+    after ``standing.pid, standing.generation, standing.next_sequence = pid, 0, 0``. The
+    caller gets KeyboardInterrupt (nothing was sent); the program goes on and sends ``x``
+    again (a new record with the same value) on partition 1.
 
-    Expected: the new ``x`` lands at offset 1 (under P1, or under P0 at sequence 1).
-    Got: the standing says P1 (no longer retired, so never moved again) but its writer
-    still says P0, and the append takes the PID from the writer: the new ``x`` goes as P0's
-    sequence 0, matches P0's first batch in the window, and is answered with offset 0, a
-    record acknowledged and never written. (Resolutions and renewals then use P1 while
-    appends go as P0.)
-    Where: producer.py _adopt_pid, three fields first, the writer last.
-    Fix: build the new writer first and assign the writer before the PID (a move cut short
-    leaves the PID retired, so the next send moves it again), or keep the PID in one place
-    (the writer)."""
+    The new ``x`` lands at offset 1 (under P1, or under P0 at sequence 1)."""
     topic = client.topic("t", partitions=2)
     with topic.producer(lease_ttl=LEASE_TTL) as p:
         assert offsets(p.send_batch([b"w"], partition=0)) == [0]
@@ -196,18 +177,13 @@ def test_an_interrupt_while_a_partition_moves_to_the_fresh_pid_loses_nothing(
 def test_state_read_while_another_thread_takes_the_fresh_pid_never_names_the_old_pid_at_0(
     client: fencing.Client, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """HOLE (a thread interleaving). Thread T sends on partition 0, whose state expired;
-    in _take_fresh_pid it retires P0; the interpreter switches threads before
-    ``self._producer_id = fresh`` and another thread saves ``producer.state`` (a copy job's
-    checkpoint). Here the switch is forced by reading ``state`` from inside the add().
+    """Thread T sends on partition 0, whose state expired; in _take_fresh_pid it retires P0; the
+    interpreter switches threads before ``self._producer_id = fresh`` and another thread
+    saves ``producer.state`` (a copy job's checkpoint). Here the switch is forced by reading
+    ``state`` from inside the add().
 
-    Expected: the state names the fresh PID (0/0 where it moved), or P0 with its real
-    sequences: resuming it never goes back over sequences P0 used.
-    Got: ``state`` names P0 with generation 0, sequence 0 on every partition (``moved``
-    is every partition on a retired PID, and ``_producer_id`` is still P0). On partition
-    1 P0 is live at sequence 1: resuming that state and sending a record with the value of
-    P0's first batch there is answered from P0's window as a duplicate (offset 0), not
-    written. Where and fix: as the test above (one assignment publishes both)."""
+    The state names the fresh PID (0/0 where it moved), or P0 with its real sequences: resuming
+    it never goes back over sequences P0 used."""
     topic = client.topic("t", partitions=2)
     seen: list[fencing.ProducerState] = []
     with topic.producer(lease_ttl=LEASE_TTL) as p:
@@ -220,9 +196,9 @@ def test_state_read_while_another_thread_takes_the_fresh_pid_never_names_the_old
         monkeypatch.setattr(sync_producer.Producer, "_retired", hook, raising=False)
         assert offsets(p.send_batch([b"y"], partition=0)) == [1]
     (saved,) = seen
-    # Fixed: at that instant the state still names P0 with its real sequences (no
+    # At that instant the state still names P0 with its real sequences (no
     # partition moves before the fresh PID is published); P0's state on partition 0 had
-    # expired, so resuming it is UnknownProducerId (DESIGN G5), and nothing is written.
+    # expired, so resuming it is UnknownProducerId (G5), and nothing is written.
     assert (saved.producer_id, saved.next_sequence(0), saved.next_sequence(1)) == (old, 1, 1)
     with pytest.raises(fencing.UnknownProducerId):
         topic.producer(resume=saved, lease_ttl=LEASE_TTL)
@@ -232,21 +208,10 @@ def test_state_read_while_another_thread_takes_the_fresh_pid_never_names_the_old
 def test_verify_reports_an_exclusive_producer_that_took_a_fresh_pid_as_a_pid_change(
     client: fencing.Client, raw: redis.Redis
 ) -> None:
-    """Kept as a documented limit, not fixed: records carry their PID, not their producer
-    object's session, so the verifier cannot tell this from a second writer in the epoch,
-    and weakening G1's check (say, accepting any newer PID) would hide that real violation.
-    The report names the change precisely (one G1, at the first record of the fresh PID).
-    Was: HOLE (the verifier). One EXCLUSIVE producer holds partition 0 for one epoch; it is
-    idle past its state's expiry and goes on under a fresh PID (as DESIGN G5 says it
-    must). Every record is acknowledged once, in order, by the only writer of the epoch.
-
-    Expected: verify_log(..., exclusive=True) is ok: one writer per epoch held (G1).
-    Got: fencing/verify.py _writer keys a writer by the record's producer id (``p``): a
-    run of epoch E by P0 followed by P1 is reported as G1 "producer P1 writes in epoch E
-    after producer P0: one writer per epoch", a violation that did not happen.
-    Fix: in exclusive mode judge one writer per epoch by the epoch (the token is granted to
-    one session), or let a PID change within an epoch pass when the new PID's records start
-    at its sequence 0 (records carry no session), and say so in the report."""
+    """A documented limit: records carry their PID, not their producer object's session, so the
+    verifier cannot tell an exclusive producer that took a fresh PID from a second writer in the
+    epoch (accepting any newer PID would hide that real violation). The report names the change
+    precisely: one G1, at the first record of the fresh PID."""
     topic = client.topic("t", partitions=1)
     acked: list[Attempt] = []
     with topic.producer(access_mode=fencing.AccessMode.EXCLUSIVE, lease_ttl=LEASE_TTL) as p:
@@ -269,9 +234,9 @@ def test_verify_reports_an_exclusive_producer_that_took_a_fresh_pid_as_a_pid_cha
 def test_partitions_that_find_out_at_once_draw_one_fresh_pid(
     client: fencing.Client, raw: redis.Redis
 ) -> None:
-    """PROBE. Six threads send at once on six partitions whose state all expired; the
-    allocation is held until all six were refused 'idle' and are inside _take_fresh_pid.
-    Exactly one id is drawn; each partition's record lands once under it, sequence 0."""
+    """Six threads send at once on six partitions whose state all expired; the allocation is held
+    until all six were refused 'idle' and are inside _take_fresh_pid. Exactly one id is
+    drawn; each partition's record lands once under it, sequence 0."""
     n = 6
     topic = client.topic("t", partitions=n)
     with topic.producer(lease_ttl=LEASE_TTL) as p:
@@ -328,11 +293,11 @@ def test_partitions_that_find_out_at_once_draw_one_fresh_pid(
 def test_a_batch_pending_under_the_old_pid_is_resolved_there_before_the_move(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis, landed: bool
 ) -> None:
-    """PROBE. Partition 1 has a batch pending under P0 (every reply lost: it landed; or
-    every request lost: it did not). Partition 0, idle past its expiry, takes P1. The next
-    send on partition 1 resolves the batch under P0 (landed once / P0's generation bumped
-    there), then moves to P1 at generation 0, sequence 0: the resolution never leaks into
-    P1's standing, and nobody is fenced."""
+    """Partition 1 has a batch pending under P0 (every reply lost: it landed; or every request
+    lost: it did not). Partition 0, idle past its expiry, takes P1. The next send on
+    partition 1 resolves the batch under P0 (landed once / P0's generation bumped there),
+    then moves to P1 at generation 0, sequence 0: the resolution never leaks into P1's
+    standing, and nobody is fenced."""
     topic = fclient.topic("t", partitions=2)
     with topic.producer(lease_ttl=SHORT_LEASE) as p:
         p.send_batch([b"a"], partition=0)
@@ -370,9 +335,9 @@ def test_a_batch_pending_under_the_old_pid_is_resolved_there_before_the_move(
 def test_resolve_on_a_partition_not_moved_yet_settles_under_the_old_pid(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """PROBE. producer.resolve(1) while partition 1 still stands on the retired PID with a
-    pending batch: resolved under that PID (landed, its offset), the standing is not
-    corrupted, and the next send there moves to the fresh PID at sequence 0."""
+    """producer.resolve(1) while partition 1 still stands on the retired PID with a pending batch:
+    resolved under that PID (landed, its offset), the standing is not corrupted, and the
+    next send there moves to the fresh PID at sequence 0."""
     topic = fclient.topic("t", partitions=2)
     with topic.producer(lease_ttl=SHORT_LEASE) as p:
         p.send_batch([b"a"], partition=0)
@@ -394,8 +359,8 @@ def test_resolve_on_a_partition_not_moved_yet_settles_under_the_old_pid(
 def test_an_idle_producer_without_idempotence_keeps_its_pid(
     client: fencing.Client, raw: redis.Redis
 ) -> None:
-    """PROBE. idempotent=False: no sequence, no state to expire, never refused 'idle':
-    the producer keeps its PID and draws nothing."""
+    """idempotent=False: no sequence, no state to expire, never refused 'idle': the producer keeps
+    its PID and draws nothing."""
     topic = client.topic("t", partitions=1)
     with topic.producer(lease_ttl=LEASE_TTL, idempotent=False) as p:
         p.send_batch([b"a"], partition=0)
@@ -409,12 +374,11 @@ def test_an_idle_producer_without_idempotence_keeps_its_pid(
 def test_state_saved_after_the_move_resumes_and_fences_every_partition(
     client: fencing.Client, raw: redis.Redis
 ) -> None:
-    """PROBE. State saved after partition 0 moved to P1 (partitions 1 and 2 not moved
-    yet, nothing pending) names P1 with 0/0 there. The job then sends ``r`` on partition 1
-    (it moves to P1). A new incarnation resumes the saved state while the old one lives:
-    it takes no id of its own, fences the old one on a moved and on a not-moved partition
-    (the latter moves to P1 and is refused by P1's fence), and re-sending ``r`` returns
-    its original offset."""
+    """State saved after partition 0 moved to P1 (partitions 1 and 2 not moved yet, nothing
+    pending) names P1 with 0/0 there. The job then sends ``r`` on partition 1 (it moves to
+    P1). A new incarnation resumes the saved state while the old one lives: it takes no id
+    of its own, fences the old one on a moved and on a not-moved partition (the latter moves
+    to P1 and is refused by P1's fence), and re-sending ``r`` returns its original offset."""
     topic = client.topic("t", partitions=3)
     x = topic.producer(lease_ttl=LEASE_TTL)
     try:
@@ -450,10 +414,9 @@ def test_state_saved_after_the_move_resumes_and_fences_every_partition(
 def test_a_fenced_incarnation_whose_state_expired_stays_fenced(
     client: fencing.Client, raw: redis.Redis, how: str
 ) -> None:
-    """PROBE. X is superseded (a resumed copy of its state, or a new producer of its
-    name), then its PID's state expires. X's next send is ProducerFenced (the fence does
-    not expire), before any 'idle' refusal: no fresh PID is drawn, nothing is written,
-    and the successor goes on."""
+    """X is superseded (a resumed copy of its state, or a new producer of its name), then its PID's
+    state expires. X's next send is ProducerFenced (the fence does not expire), before any
+    'idle' refusal: no fresh PID is drawn, nothing is written, and the successor goes on."""
     topic = client.topic("t", partitions=1)
     name = "n" if how == "name" else None
     x = topic.producer(name=name, lease_ttl=LEASE_TTL)
@@ -479,8 +442,8 @@ def test_a_fenced_incarnation_whose_state_expired_stays_fenced(
 def test_a_producer_taken_over_with_fencing_never_escapes_through_a_fresh_pid(
     client: fencing.Client, raw: redis.Redis
 ) -> None:
-    """PROBE. A shared producer is taken over (EXCLUSIVE_WITH_FENCING), then its state
-    expires: its next send is ProducerFenced by the epoch, no fresh PID is drawn."""
+    """A shared producer is taken over (EXCLUSIVE_WITH_FENCING), then its state expires: its next
+    send is ProducerFenced by the epoch, no fresh PID is drawn."""
     topic = client.topic("t", partitions=1)
     x = topic.producer(lease_ttl=LEASE_TTL)
     try:
@@ -504,10 +467,10 @@ def test_a_producer_taken_over_with_fencing_never_escapes_through_a_fresh_pid(
 def test_a_takeover_while_the_fresh_pid_is_drawn_fences_the_resend(
     client: fencing.Client, raw: redis.Redis
 ) -> None:
-    """PROBE. An EXCLUSIVE producer's send is refused 'idle'; while it draws its fresh
-    PID, an EXCLUSIVE_WITH_FENCING producer takes the partition over. The resend under the
-    fresh PID is ProducerFenced (the epoch), nothing of it is written, the producer stays
-    fenced, and the one that took over appends next."""
+    """An EXCLUSIVE producer's send is refused 'idle'; while it draws its fresh PID, an
+    EXCLUSIVE_WITH_FENCING producer takes the partition over. The resend under the fresh PID
+    is ProducerFenced (the epoch), nothing of it is written, the producer stays fenced, and
+    the one that took over appends next."""
     topic = client.topic("t", partitions=1)
     x = topic.producer(access_mode=fencing.AccessMode.EXCLUSIVE, lease_ttl=LEASE_TTL)
     holder: list[Any] = []
@@ -541,9 +504,9 @@ def test_a_takeover_while_the_fresh_pid_is_drawn_fences_the_resend(
 def test_an_exclusive_producer_takes_a_fresh_pid_within_its_epoch(
     client: fencing.Client, raw: redis.Redis
 ) -> None:
-    """PROBE. An EXCLUSIVE producer idle past its expiry goes on under a fresh PID, in the
-    same epoch, with expected_offset honoured on the resend (a wrong one is refused after
-    the move, writing nothing, and the PID's sequence still starts at 0)."""
+    """An EXCLUSIVE producer idle past its expiry goes on under a fresh PID, in the same epoch,
+    with expected_offset honoured on the resend (a wrong one is refused after the move,
+    writing nothing, and the PID's sequence still starts at 0)."""
     topic = client.topic("t", partitions=1)
     with topic.producer(access_mode=fencing.AccessMode.EXCLUSIVE, lease_ttl=LEASE_TTL) as p:
         p.send_batch([b"a"], partition=0)
@@ -564,11 +527,11 @@ def test_an_exclusive_producer_takes_a_fresh_pid_within_its_epoch(
 def test_send_async_records_on_expired_partitions_land_once_under_one_fresh_pid(
     client: fencing.Client, raw: redis.Redis
 ) -> None:
-    """PROBE. send_async() records on three partitions, two of them expired, then flush():
-    every future answered, every record once, one fresh PID, sequences from 0. (The sender
-    goes partition by partition in slot order: the live partition 2 sent its records under
-    the old PID if it came first, and then moves over only before its next send; ``state``
-    names it at the fresh PID's 0 then.)"""
+    """send_async() records on three partitions, two of them expired, then flush(): every future
+    answered, every record once, one fresh PID, sequences from 0. (The sender goes partition
+    by partition in slot order: the live partition 2 sent its records under the old PID if
+    it came first, and then moves over only before its next send; ``state`` names it at the
+    fresh PID's 0 then.)"""
     topic = client.topic("t", partitions=3)
     with topic.producer(lease_ttl=LEASE_TTL, linger_ms=5) as p:
         for i in range(3):
@@ -600,9 +563,9 @@ def test_send_async_records_on_expired_partitions_land_once_under_one_fresh_pid(
 
 
 def test_the_in_memory_client_takes_a_fresh_pid_the_same_way() -> None:
-    """PROBE. fencing.testing's in-memory client (fakeredis, the same Lua): an idle
-    producer's expired state means one fresh PID for all partitions, sequences from 0;
-    state saved before the expiry stays unresumable."""
+    """fencing.testing's in-memory client (fakeredis, the same Lua): an idle producer's expired
+    state means one fresh PID for all partitions, sequences from 0; state saved before the
+    expiry stays unresumable."""
     mem = memory_server()
     client, raw = memory_client(server=mem), memory_redis(server=mem)
     topic = client.topic("t", partitions=2)
@@ -648,26 +611,16 @@ class OnSet:
 def test_state_read_while_a_partition_moves_to_the_fresh_pid_never_pairs_it_with_old_sequences(
     client: fencing.Client, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """HOLE (a thread interleaving, a record written twice). A copy job: P0 sent ``b`` on
-    partition 1 (its sequence 1 next there); partition 0 was idle past its expiry and took
-    the fresh PID P1. The job sends ``r`` on partition 1, which first moves it to P1
-    (producer.py:738-739 -> ``_adopt_pid``, :896-902): ``standing.pid, standing.generation,
-    standing.next_sequence = pid, 0, 0`` is three stores, and the interpreter may switch
-    threads between them. Another thread checkpoints ``producer.state`` there (forced
-    here by reading it from the store of ``generation``); ``r`` lands as P1's sequence 0
-    at offset 1; the job crashes, and a new incarnation resumes the checkpoint and sends
-    ``r`` again (its position is before ``r``).
+    """A copy job: P0 sent ``b`` on partition 1 (its sequence 1 next there); partition 0 was idle
+    past its expiry and took the fresh PID P1. The job sends ``r`` on partition 1, which first
+    moves it to P1 (``_adopt_pid``: ``standing.pid, standing.generation, standing.next_sequence =
+    pid, 0, 0`` is three stores, and the interpreter may switch threads between them). Another
+    thread checkpoints ``producer.state`` there (forced here by reading it from the store of
+    ``generation``); ``r`` lands as P1's sequence 0 at offset 1; the job crashes, and a new
+    incarnation resumes the checkpoint and sends ``r`` again (its position is before ``r``).
 
-    Expected: the checkpoint names partition 1 either with P0's real sequence, or at the
-    fresh PID's 0, so the resent ``r`` is found in P1's window: offset 1, written once.
-    Got: ``state`` (producer.py:1208-1230, ``moved`` at :1216) sees ``standing.pid``
-    already P1, so the partition does not count as moved (``_moves``), and reports
-    ``next_sequence``, still P0's 1, as P1's: the resumed incarnation sends ``r`` as
-    P1's sequence 1, the next one after the ``r`` P1 wrote, and it lands a second time
-    (offset 2).
-    Fix: in ``_adopt_pid`` assign ``generation`` and ``next_sequence`` before ``pid`` (a
-    read in between still sees the partition on a retired PID: moved, 0/0), or keep
-    (pid, generation, next_sequence) in one tuple that ``state`` reads at once."""
+    The checkpoint names partition 1 either with P0's real sequence, or at the fresh PID's 0, so
+    the resent ``r`` is found in P1's window: offset 1, written once."""
     topic = client.topic("t", partitions=2)
     seen: list[fencing.ProducerState] = []
     x = topic.producer(lease_ttl=LEASE_TTL)
@@ -699,10 +652,10 @@ def test_state_read_while_a_partition_moves_to_the_fresh_pid_never_pairs_it_with
 def test_two_threads_finding_the_expiry_on_two_partitions_draw_one_fresh_pid(
     client: fencing.Client, raw: redis.Redis
 ) -> None:
-    """PROBE. P0's state expired on partitions 0 and 1. Thread A's send on 0 is refused
-    'idle' and draws the fresh PID; while that draw is out, thread B's send on 1 (still
-    under P0) is refused 'idle' too and waits for the draw. One PID is drawn, both records
-    land once under it from sequence 0, and state names it with 1/1."""
+    """P0's state expired on partitions 0 and 1. Thread A's send on 0 is refused 'idle' and draws
+    the fresh PID; while that draw is out, thread B's send on 1 (still under P0) is refused
+    'idle' too and waits for the draw. One PID is drawn, both records land once under it
+    from sequence 0, and state names it with 1/1."""
     topic = client.topic("t", partitions=2)
     with topic.producer(lease_ttl=LEASE_TTL) as p:
         p.send_batch([b"a0"], partition=0)
@@ -754,10 +707,10 @@ def test_two_threads_finding_the_expiry_on_two_partitions_draw_one_fresh_pid(
 def test_a_real_one_second_expiry_moves_every_partition_to_one_fresh_pid(
     client: fencing.Client, raw: redis.Redis
 ) -> None:
-    """PROBE. No helper: the topic keeps state 1 s, the producer is idle 1.2 s, so its
-    state is still stored but past its expiry (read_pid treats it as none). The next sends
-    on both partitions take one fresh PID from sequence 0, and the old one's state saved
-    before the expiry is not resumable."""
+    """No helper: the topic keeps state 1 s, the producer is idle 1.2 s, so its state is still
+    stored but past its expiry (read_pid treats it as none). The next sends on both
+    partitions take one fresh PID from sequence 0, and the old one's state saved before the
+    expiry is not resumable."""
     topic = client.topic("t", partitions=2, producer_state_ttl=1)
     with topic.producer(lease_ttl=LEASE_TTL) as p:
         p.send_batch([b"a0"], partition=0)
@@ -778,8 +731,8 @@ def test_a_real_one_second_expiry_moves_every_partition_to_one_fresh_pid(
 
 
 def test_the_in_memory_client_takes_a_fresh_pid_on_a_real_expiry() -> None:
-    """PROBE. fencing.testing's in-memory client with a topic keeping state 1 s: idle past
-    it, the producer goes on under one fresh PID on both partitions, nothing written twice."""
+    """fencing.testing's in-memory client with a topic keeping state 1 s: idle past it, the
+    producer goes on under one fresh PID on both partitions, nothing written twice."""
     mem = memory_server()
     client, raw = memory_client(server=mem), memory_redis(server=mem)
     try:

@@ -1,4 +1,13 @@
-"""TODO docstring."""
+"""Lost replies, lost requests and cancelled tasks around the fresh PID an idle producer
+takes once its state expired: a partition is never wedged by the first send after the
+expiry, a batch is settled as "did not land" only when that is proven (the server reads the
+expired state it still stores: a batch in its window landed, one past its last sequence
+never did), a lost allocation wastes an id only, and nothing is written twice, whatever
+the clocks say.
+
+Faults go through :class:`fencing.faults.Proxy` on a client with short socket timeouts
+(``fclient``: a retry budget of about a second); the log is read back without the proxy.
+"""
 
 from __future__ import annotations
 
@@ -32,30 +41,17 @@ from ..support.wire import APPEND, INCR
 def test_a_lost_reply_on_the_first_send_after_the_expiry_never_wedges_the_partition(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """HOLE. A producer sends ``a`` on partition 0, is idle past its state's expiry, then
-    sends ``b``: the append is refused 'idle' (nothing written) but its reply is lost; the
-    driver's retry is refused 'idle' again, and, as an earlier attempt "may have been
-    applied", the driver turns that into OutcomeUnknown (driver.py execute). The producer
-    keeps ``b`` pending under the old PID at sequence 1.
+    """A producer sends ``a`` on partition 0, is idle past its state's expiry, then sends ``b``:
+    the append is refused 'idle' (nothing written) but its reply is lost; the driver's retry is
+    refused 'idle' again, and, as an earlier attempt "may have been applied", the driver turns
+    that into OutcomeUnknown. The producer keeps ``b`` pending under the old PID at sequence 1.
 
-    Expected: the producer goes on. The retry's 'idle' refusal proves no attempt landed
-    (one that had would have written the very state the refusal found missing), and the
-    resolve that follows can tell it too: the batch was sent milliseconds ago, far less than
-    half the expiry (README: only "a batch pending for longer than half the expiry, whose
-    state is gone, resolves as UnknownProducerId"). So either ``b`` is sent under a fresh
-    PID, or it is reported unknown and then resolved as "did not land", and the next send
-    (``c``) lands. Before 3af8779 the retry simply landed.
-    Got: resolve-4.lua refuses any stateless pending batch whose first sequence is not 0
-    (``if first_s ~= 0 or pending_ms * 2 >= expiry_ms``: UNKNOWN_PRODUCER_ID
-    'pending-expired'); the pending batch is never cleared (producer.py _send_next keeps
-    ``standing.pending`` on a FencingError from _resolve), so every later send on the
-    partition, and resolve(0), raise UnknownProducerId for ever: one lost reply at the wrong
-    moment bricks the partition for this producer, although nothing is uncertain.
-    Fix: resolve-4.lua: a batch with no state sent less than half the expiry ago never
-    landed whatever its first sequence (drop ``first_s ~= 0``; create the state one
-    generation up at its sequence, as for a first batch), or let the producer take the
-    fresh PID when the refusal the driver wrapped (``__cause__``) is UnknownProducerId
-    'idle' and the batch was sent less than half the expiry ago."""
+    The producer goes on. The retry's 'idle' refusal proves no attempt landed (one that had would
+    have written the very state the refusal found missing), and the resolve that follows can tell
+    it too: the batch was sent milliseconds ago, far less than half the expiry (README: only "a
+    batch pending for longer than half the expiry, whose state is gone, resolves as
+    UnknownProducerId"). So either ``b`` is sent under a fresh PID, or it is reported unknown and
+    then resolved as "did not land", and the next send (``c``) lands, and never twice."""
     topic = fclient.topic("t", partitions=1)
     with topic.producer(lease_ttl=LEASE_TTL) as p:
         assert offsets(p.send_batch([b"a"], partition=0)) == [0]
@@ -80,23 +76,13 @@ def test_a_lost_reply_on_the_first_send_after_the_expiry_never_wedges_the_partit
 def test_a_failed_pid_allocation_leaves_nothing_pending(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """HOLE. The state expired while the producer was idle; its next send is refused
-    'idle' (nothing written, the reply arrives), and the fresh PID's INCR cannot reach
-    Redis within its budget (a blip): _allocate_producer_id raises OutcomeUnknown.
+    """The state expired while the producer was idle; its next send is refused 'idle' (nothing
+    written, the reply arrives), and the fresh PID's INCR cannot reach Redis within its
+    budget (a blip): _allocate_producer_id raises OutcomeUnknown.
 
-    Expected: the send fails (the caller may be told Unavailable or OutcomeUnknown), and
-    as nothing was written and the refusal said so, nothing is left pending: the next
-    send, once Redis is back, takes the fresh PID and lands.
-    Got: _send_group hands the allocation's OutcomeUnknown to _refused with ``done`` still
-    describing the refused attempt (producer.py, ``except FencingError as failed: await
-    self._refused(standing, group, done, failed)``), and _refused marks it pending
-    (``unknown = isinstance(exc, OutcomeUnknown)`` -> _set_pending) under the old PID at
-    sequence 1. The next send resolves it: no state, first sequence > 0 -> UnknownProducerId
-    'pending-expired' on this and every later send on the partition (as in the lost-reply
-    hole above), though the batch provably never landed.
-    Fix: a failure to draw the fresh PID answers the group as the refusal it is (e.g. call
-    _refused with ``done.sequenced = None`` so nothing is set pending, and raise it as
-    Unavailable: the append was refused, only the allocation failed)."""
+    The send fails (the caller may be told Unavailable or OutcomeUnknown), and as nothing was
+    written and the refusal said so, nothing is left pending: the next send, once Redis is
+    back, takes the fresh PID and lands."""
     topic = fclient.topic("t", partitions=1)
     with topic.producer(lease_ttl=SHORT_LEASE) as p:
         assert offsets(p.send_batch([b"a"], partition=0)) == [0]
@@ -115,9 +101,9 @@ def test_a_failed_pid_allocation_leaves_nothing_pending(
 def test_a_lost_reply_on_the_resend_under_the_fresh_pid_is_deduplicated(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """PROBE. The first attempt is refused 'idle' (its reply arrives); the same group goes
-    again as the fresh PID's first batch, and that reply is lost: the driver's retry is
-    found in the fresh PID's window and answered with the original offset, written once."""
+    """The first attempt is refused 'idle' (its reply arrives); the same group goes again as the
+    fresh PID's first batch, and that reply is lost: the driver's retry is found in the
+    fresh PID's window and answered with the original offset, written once."""
     topic = fclient.topic("t", partitions=1)
     with topic.producer(lease_ttl=LEASE_TTL) as p:
         p.send_batch([b"a"], partition=0)
@@ -155,9 +141,9 @@ def test_a_lost_reply_on_the_resend_under_the_fresh_pid_is_deduplicated(
 def test_every_reply_of_the_resend_lost_resolves_as_landed_under_the_fresh_pid(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """PROBE. As above, but every reply of the resend is lost: OutcomeUnknown, pending
-    under the fresh PID at sequence 0; the next send resolves it under that PID (landed,
-    once, its original offset) and goes on at sequence 1."""
+    """As above, but every reply of the resend is lost: OutcomeUnknown, pending under the fresh PID
+    at sequence 0; the next send resolves it under that PID (landed, once, its original
+    offset) and goes on at sequence 1."""
     topic = fclient.topic("t", partitions=1)
     with topic.producer(lease_ttl=SHORT_LEASE) as p:
         p.send_batch([b"a"], partition=0)
@@ -186,9 +172,9 @@ def test_every_reply_of_the_resend_lost_resolves_as_landed_under_the_fresh_pid(
 def test_a_lost_reply_of_the_pid_allocation_wastes_an_id_only(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """PROBE. The fresh PID's INCR is applied but its reply lost: the allocation is
-    retried (a second id is drawn, the first never used by anyone); the group lands once
-    under the second, from sequence 0."""
+    """The fresh PID's INCR is applied but its reply lost: the allocation is retried (a second id
+    is drawn, the first never used by anyone); the group lands once under the second, from
+    sequence 0."""
     topic = fclient.topic("t", partitions=1)
     with topic.producer(lease_ttl=SHORT_LEASE) as p:
         p.send_batch([b"a"], partition=0)
@@ -208,10 +194,10 @@ def test_a_lost_reply_of_the_pid_allocation_wastes_an_id_only(
 async def test_a_task_cancelled_while_the_fresh_pid_is_drawn_leaves_no_trace(
     server: ServerInfo, proxy: Proxy, namespace: str, raw: redis.Redis, anyio_backend: str
 ) -> None:
-    """PROBE. A task's send on an expired partition is refused 'idle'; the fresh PID's INCR
-    hangs (request lost, connection mute) and the task is cancelled there. A second task
-    queued behind it on the partition then sends: it takes the fresh PID and lands; the
-    cancelled record is nowhere, the lost INCR drew nothing, the log has no gap."""
+    """A task's send on an expired partition is refused 'idle'; the fresh PID's INCR hangs (request
+    lost, connection mute) and the task is cancelled there. A second task queued behind it
+    on the partition then sends: it takes the fresh PID and lands; the cancelled record is
+    nowhere, the lost INCR drew nothing, the log has no gap."""
     client = fencing.aio.Client.from_url(proxy.url_for(server.url), namespace=namespace)
     try:
         topic = client.topic("t", partitions=1)
@@ -245,34 +231,21 @@ async def test_a_task_cancelled_while_the_fresh_pid_is_drawn_leaves_no_trace(
 def test_every_reply_lost_on_the_first_send_after_the_expiry_never_wedges_the_partition(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """HOLE (a wedge). A producer sends ``a``, is idle past its state's expiry, then sends
-    ``b`` while Redis's replies are lost (a blip of about a second): every attempt reaches
-    the script and is refused 'idle' (nothing written), every reply is lost, and the retry
-    budget runs out: OutcomeUnknown, caused by a timeout, not by a refusal. b8c6921 only
-    looks behind an OutcomeUnknown whose ``__cause__`` is the 'idle' refusal
-    (fencing/_async/producer.py:856-866 ``_idle_expired``), so ``b`` is left pending under
-    the old PID at sequence 1 (``_refused`` -> ``_set_pending``, producer.py:825-827).
+    """A producer sends ``a``, is idle past its state's expiry, then sends ``b`` while Redis's
+    replies are lost (a blip of about a second): every attempt reaches the script and is refused
+    'idle' (nothing written), every reply is lost, and the retry budget runs out: OutcomeUnknown,
+    caused by a timeout, not by a refusal, and ``b`` pending under the old PID at sequence 1.
 
-    Expected (README "A batch pending for longer than half the expiry, whose state is
-    gone, resolves as UnknownProducerId": this one was sent milliseconds ago): it is
-    settled as "did not land" (had any attempt landed it would have written the state
-    whose absence the script sees, and that state could not have expired since), or the
-    producer takes the fresh PID; either way ``c`` lands next, at offset 1.
-    Got: resolve-4.lua:59 (``if first_s ~= 0 or pending_ms * 2 >= expiry_ms``) refuses any
-    stateless pending batch past sequence 0: UnknownProducerId 'pending-expired'. The
-    pending batch is never cleared (producer.py:731-737 keeps it on a FencingError), so
-    resolve(0), and every later send on the partition, raise UnknownProducerId for good,
-    though nothing is uncertain. (s9b's first hole, with all replies lost instead of one.)
-    Fix: resolve-4.lua: a batch with no state sent less than half the expiry ago did not
-    land whatever its first sequence (drop ``first_s ~= 0``; for an unnamed PID at
-    generation 0 the producer should then take the fresh PID, as on an 'idle' refusal);
-    or have the producer, on 'pending-expired' for such a batch at generation 0 sent less
-    than half the expiry ago, drop it as not landed and take the fresh PID."""
+    Only "a batch pending for longer than half the expiry, whose state is gone, resolves as
+    UnknownProducerId" (README), and this one was sent milliseconds ago: it is settled as "did
+    not land" (had any attempt landed it would have written the state whose absence the script
+    sees, and that state could not have expired since), or the producer takes the fresh PID;
+    either way ``c`` lands next, at offset 1."""
     topic = fclient.topic("t", partitions=1, producer_state_ttl=1)
     with topic.producer(lease_ttl=SHORT_LEASE) as p:
         assert offsets(p.send_batch([b"a"], partition=0)) == [0]
         old = p.producer_id
-        # A real expiry (the fix reasons from the producer's own idle time, which the
+        # A real expiry (the rule reasons from the producer's own idle time, which the
         # helper's HDEL would not give): idle past the 1 s expiry.
         time.sleep(1.2)
         lost_then_settled_as_not_landed(p, proxy, client, old)
@@ -283,17 +256,13 @@ def test_every_reply_lost_on_the_first_send_after_the_expiry_never_wedges_the_pa
 async def test_a_task_cancelled_on_the_first_send_after_the_expiry_never_wedges_the_partition(
     server: ServerInfo, proxy: Proxy, namespace: str, raw: redis.Redis, anyio_backend: str
 ) -> None:
-    """HOLE (a wedge, fencing.aio). A task's send on a partition whose state expired
-    reaches the script, which refuses it 'idle' (nothing written); the reply is held (a
-    mute connection) and the task is cancelled (a timeout of the caller's, a shutdown).
-    The producer keeps the batch pending under the old PID at sequence 1 (producer.py
-    ``_interrupted`` -> ``_set_pending``, :904-922): it cannot know the refusal.
+    """A task's send on a partition whose state expired reaches the script, which refuses it
+    'idle' (nothing written); the reply is held (a mute connection) and the task is cancelled (a
+    timeout of the caller's, a shutdown). The producer keeps the batch pending under the old PID
+    at sequence 1: it cannot know the refusal.
 
-    Expected: the next send settles it as "did not land" (sent milliseconds ago, no state:
-    README's half-the-expiry rule) and goes on under the fresh PID: ``c`` at offset 1.
-    Got: resolve-4.lua:59 refuses it 'pending-expired' (first sequence 1), the batch stays
-    pending, and every later send on the partition raises UnknownProducerId.
-    Fix: as the test above (one cause: resolve-4.lua's ``first_s ~= 0``)."""
+    The next send settles it as "did not land" (sent milliseconds ago, no state: README's
+    half-the-expiry rule) and goes on under the fresh PID: ``c`` at offset 1."""
     aclient = fencing.aio.Client.from_url(proxy.url_for(server.url), namespace=namespace)
     try:
         topic = aclient.topic("t", partitions=1, producer_state_ttl=1)
@@ -323,9 +292,8 @@ async def test_a_task_cancelled_on_the_first_send_after_the_expiry_never_wedges_
 def test_a_lost_reply_whose_attempt_landed_keeps_the_pid(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """PROBE (the 'idle' time rule's other side). The state is live; ``b``'s first attempt
-    lands and its reply is lost; the retry finds it in the window (no 'idle' refusal):
-    the original offset, no fresh PID, written once."""
+    """The state is live; ``b``'s first attempt lands and its reply is lost; the retry finds it in
+    the window (no 'idle' refusal): the original offset, no fresh PID, written once."""
     topic = fclient.topic("t", partitions=1)
     with topic.producer(lease_ttl=SHORT_LEASE) as p:
         p.send_batch([b"a"], partition=0)
@@ -341,7 +309,7 @@ def test_a_lost_reply_whose_attempt_landed_keeps_the_pid(
 def test_resolve_settles_a_batch_that_did_not_land_under_the_retired_pid_then_moves(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """PROBE (resolve(p) and state around a move). ``r``'s request on partition 1 is lost
+    """``r``'s request on partition 1 is lost
     (it never reaches Redis, the connection stays mute): OutcomeUnknown, pending under P0,
     whose state there is live. Partition 0 is idle past its expiry and takes P1. ``state``
     refuses; resolve(1) says "did not land" (P0's generation bumped there); state then names
@@ -390,32 +358,17 @@ def server_clock_lags(raw: redis.Redis, topic: Any, pid: int, ms: int, partition
 def test_a_server_clock_behind_the_producers_makes_a_landed_batch_settle_as_not_landed(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """HOLE (a record written twice; G5, G7). A producer sends ``a`` on a topic that keeps
-    state 1 s. Between that write and the next send, the server's clock falls 400 ms
-    behind the elapsed time the client measures (a failover to a replica whose clock lags
-    by 400 ms, or an NTP step back on the Redis host: Redis TIME is a wall clock). The
-    producer is idle 1.15 s by its own monotonic clock, but only ~0.75 s by the server's:
-    the state is live, so ``b`` (sequence 1) LANDS at offset 1; every reply is lost
-    (OutcomeUnknown, ``b`` pending). The state then really expires (1.2 s more) and the
-    producer resolves.
+    """A producer sends ``a`` on a topic that keeps state 1 s. Between that write and the next
+    send, the server's clock falls 400 ms behind the elapsed time the client measures (a
+    failover to a replica whose clock lags by 400 ms, or an NTP step back on the Redis host:
+    Redis TIME is a wall clock). The producer is idle 1.15 s by its own monotonic clock, but
+    only ~0.75 s by the server's: the state is live, so ``b`` (sequence 1) LANDS at offset
+    1; every reply is lost (OutcomeUnknown, ``b`` pending). The state then really expires
+    (1.2 s more) and the producer resolves.
 
-    Expected: resolve says ``b`` landed (offset 1: its PID's state is still stored, expired,
-    with ``b`` in its window), or raises UnknownProducerId (the outcome cannot be known);
-    never "did not land" for a batch that is in the log.
-    Got: resolve-4.lua answers 'pending-expired' and ``_sent_while_expired``
-    (fencing/_async/producer.py:873-889) judges the server's expiry by the CLIENT's clock:
-    ``pending.sent_at - standing.last_write`` = 1.15 s >= ttl*1.02 + 0.05 = 1.07 s, so
-    ``_resolve`` (:1196-1206) returns None, clears the pending batch and takes a fresh PID;
-    the caller, told ``b`` did not land, sends it again and it lands a second time
-    (offset 2, under the fresh PID). G7: "every expiry is judged by the Redis server's
-    clock, never by a client's"; the 2% + 50 ms spare covers clock rates, not a step, and
-    the spare is only 70 ms for a 1 s topic (1.2 s for 60 s).
-    Fix: decide on the server: resolve-4.lua can read the PID's state even when it is past
-    its expiry (read_pid only hides it): while it is still stored, a batch in its window
-    landed (answer it), and a batch past its last sequence never did, nor can any copy now
-    (an unnamed generation-0 PID whose state expired is refused 'idle' for good): answer
-    "not landed" (the producer then takes the fresh PID). Only a state already removed
-    (drop_expired) leaves 'pending-expired'. Then drop the client-clock rule."""
+    Resolve says ``b`` landed (offset 1: its PID's state is still stored, expired, with ``b`` in
+    its window), or raises UnknownProducerId (the outcome cannot be known); never "did not
+    land" for a batch that is in the log."""
     topic = fclient.topic("t", partitions=1, producer_state_ttl=1)
     with topic.producer(lease_ttl=SHORT_LEASE) as p:
         assert offsets(p.send_batch([b"a"], partition=0)) == [0]
@@ -433,7 +386,7 @@ def test_a_server_clock_behind_the_producers_makes_a_landed_batch_settle_as_not_
             outcome(lambda: p.send_batch([b"b"], partition=0))
     values = [v for _, v, _ in log(client, "t")]
     landed = [fencing.RecordMetadata("t", 0, 1, 0)]
-    # (Got: None, and values [a, b, b].)
+    # (Never None with values [a, b, b]: b written twice.)
     assert (resolved in (landed, ("UnknownProducerId", "pending-expired")), values) == (
         True,
         [b"a", b"b"],
@@ -443,29 +396,17 @@ def test_a_server_clock_behind_the_producers_makes_a_landed_batch_settle_as_not_
 def test_a_duplicate_answer_does_not_count_as_a_write_for_the_idle_rule(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """HOLE (a wedge). A producer sends ``a``: the append lands at once, but its reply is
-    lost on a mute connection; after the socket timeout (0.5 s) the driver's retry is
-    answered from the window (a duplicate: nothing written) and the send returns offset 0.
-    The producer is then idle until 1.15 s after it sent ``a`` (after the write: state kept
-    1 s) and sends ``b``: the script refuses it 'idle' (nothing written) and every reply is
-    lost (OutcomeUnknown, ``b`` pending at sequence 1).
+    """A producer sends ``a``: the append lands at once, but its reply is lost on a mute
+    connection; after the socket timeout (0.5 s) the driver's retry is answered from the window
+    (a duplicate: nothing written) and the send returns offset 0. The producer is then idle until
+    1.15 s after it sent ``a`` (after the write: state kept 1 s) and sends ``b``: the script
+    refuses it 'idle' (nothing written) and every reply is lost (OutcomeUnknown, ``b`` pending at
+    sequence 1).
 
-    Expected (README, 87aeb25: "a batch sent longer than the expiry after the producer's
-    last write there was refused, so it settles as 'did not land' and the producer takes
-    the fresh PID"): ``b`` was sent 1.15 s after the producer's last write, so resolve says
-    None and ``c`` lands at offset 1.
-    Got: _send_group stamps ``standing.last_write`` when the reply arrives
-    (fencing/_async/producer.py:811), also for a duplicate answered from the window, which
-    wrote nothing: last_write is ~0.35 s late, ``sent_at - last_write`` ~0.8 s < 1.07 s,
-    so the rule does not fire; resolve raises UnknownProducerId 'pending-expired', the
-    pending batch is kept, and every later send and resolve on the partition raise it for
-    good, though nothing is uncertain (the log holds ``a`` only). The client cannot know
-    when a write it learns of only through a later duplicate answer happened; a reply
-    delayed on its way (a slow network, a GC pause reading it) shifts last_write the same.
-    Fix: the server-side decision of the test above (an expired but still stored state
-    shows ``b`` past its last sequence: never landed); or have the append's duplicate
-    answer not refresh last_write (keep it at the reply of the attempt that wrote, which
-    the producer cannot tell apart: hence the server-side fix)."""
+    A batch sent longer than the expiry after the producer's last write there was refused, so it
+    settles as "did not land" and the producer takes the fresh PID: ``b`` was sent 1.15 s after
+    the producer's last write (the duplicate answer wrote nothing), so resolve says None and
+    ``c`` lands at offset 1."""
     topic = fclient.topic("t", partitions=1, producer_state_ttl=1)
     with topic.producer(lease_ttl=SHORT_LEASE) as p:
         sent_a = time.monotonic()
@@ -483,26 +424,16 @@ def test_a_duplicate_answer_does_not_count_as_a_write_for_the_idle_rule(
 def test_a_batch_sent_just_before_the_expiry_whose_requests_are_lost_never_wedges(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """HOLE (a wedge). A topic keeps state 4 s. A producer sends ``a``, is idle 3.4 s (its
-    state still live), then sends ``b`` while the network loses its requests (a blip of a
-    second): no attempt reaches Redis, OutcomeUnknown, ``b`` pending at sequence 1. The
-    state expires during the blip; right after it the producer resolves, ~1 s after
-    sending ``b``.
+    """A topic keeps state 4 s. A producer sends ``a``, is idle 3.4 s (its state still live),
+    then sends ``b`` while the network loses its requests (a blip of a second): no attempt
+    reaches Redis, OutcomeUnknown, ``b`` pending at sequence 1. The state expires during the
+    blip; right after it the producer resolves, ~1 s after sending ``b``.
 
-    Expected (README: "A batch pending for longer than half the expiry, whose state is
-    gone, resolves as UnknownProducerId"; this one is pending ~1 s of a 4 s expiry): it
-    settles as "did not land" (had any attempt landed, at or after ``b`` was sent, its
-    state would be live until 4 s after that: its absence proves it did not; and no copy
-    can land later: the expired generation-0 PID is refused 'idle'), and ``c`` lands at
-    offset 1.
-    Got: ``_sent_while_expired`` (fencing/_async/producer.py:873-889) only covers a batch
-    sent more than ttl*1.02+0.05 after the last write (3.4 s < 4.13 s), and resolve-4.lua
-    refuses any stateless batch past sequence 0 (``if first_s ~= 0 or pending_ms * 2 >=
-    expiry_ms``): UnknownProducerId 'pending-expired' from resolve and every later send on
-    the partition, for good.
-    Fix: as the first test (resolve-4.lua decides from the stored, expired state), or apply
-    the half-the-expiry rule of resolve-4.lua to every sequence for an unnamed
-    generation-0 PID (a stateless batch pending less than half the expiry did not land)."""
+    Only "a batch pending for longer than half the expiry, whose state is gone, resolves as
+    UnknownProducerId" (README); this one is pending ~1 s of a 4 s expiry, so it settles as "did
+    not land" (had any attempt landed, at or after ``b`` was sent, its state would be live until
+    4 s after that: its absence proves it did not; and no copy can land later: the expired
+    generation-0 PID is refused 'idle'), and ``c`` lands at offset 1."""
     topic = fclient.topic("t", partitions=1, producer_state_ttl=4)
     with topic.producer(lease_ttl=SHORT_LEASE) as p:
         assert offsets(p.send_batch([b"a"], partition=0)) == [0]
@@ -526,10 +457,9 @@ def test_a_batch_sent_just_before_the_expiry_whose_requests_are_lost_never_wedge
 def test_a_batch_that_landed_and_expired_since_is_never_settled_as_not_landed(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """PROBE (the rule's other side, same clocks). ``b`` is sent 0.5 s after ``a`` (state
-    live): it lands, every reply is lost; the producer waits past the expiry before it
-    resolves. The rule must not fire (sent 0.5 s after the last write): UnknownProducerId,
-    never None, and nothing is written twice."""
+    """``b`` is sent 0.5 s after ``a`` (state live): it lands, every reply is lost; the producer
+    waits past the expiry before it resolves. The rule must not fire (sent 0.5 s after the
+    last write): UnknownProducerId, never None, and nothing is written twice."""
     topic = fclient.topic("t", partitions=1, producer_state_ttl=1)
     with topic.producer(lease_ttl=SHORT_LEASE) as p:
         p.send_batch([b"a"], partition=0)
@@ -547,9 +477,9 @@ def test_a_batch_that_landed_and_expired_since_is_never_settled_as_not_landed(
 def test_a_resolution_that_found_the_batch_counts_as_the_last_write(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """PROBE. ``b`` lands with every reply lost; resolve(0) finds it (landed, offset 1) and
-    stamps last_write. Idle past the expiry, ``c`` is refused 'idle' with every reply lost;
-    resolve settles it as not landed and ``d`` lands under one fresh PID at sequence 0."""
+    """``b`` lands with every reply lost; resolve(0) finds it (landed, offset 1) and stamps
+    last_write. Idle past the expiry, ``c`` is refused 'idle' with every reply lost; resolve
+    settles it as not landed and ``d`` lands under one fresh PID at sequence 0."""
     topic = fclient.topic("t", partitions=1, producer_state_ttl=1)
     with topic.producer(lease_ttl=SHORT_LEASE) as p:
         p.send_batch([b"a"], partition=0)
@@ -575,10 +505,10 @@ def test_a_resolution_that_found_the_batch_counts_as_the_last_write(
 def test_lease_renewals_of_an_exclusive_producer_keep_no_state_alive(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """PROBE. An exclusive producer renews its lease every 0.3 s while idle 1.2 s past a
-    1 s expiry: renewals (producer_renew-5.lua) never write the PID's state, so ``b`` is
-    refused 'idle' (its replies lost) and the rule settling it as not landed is right:
-    ``c`` lands at 1 under the fresh PID, ``b`` nowhere."""
+    """An exclusive producer renews its lease every 0.3 s while idle 1.2 s past a 1 s expiry:
+    renewals (producer_renew-5.lua) never write the PID's state, so ``b`` is refused 'idle'
+    (its replies lost) and the rule settling it as not landed is right: ``c`` lands at 1
+    under the fresh PID, ``b`` nowhere."""
     topic = fclient.topic("t", partitions=1, producer_state_ttl=1)
     mode = fencing.AccessMode.EXCLUSIVE
     with topic.producer(access_mode=mode, lease_ttl=0.9) as p:
@@ -598,11 +528,11 @@ def test_lease_renewals_of_an_exclusive_producer_keep_no_state_alive(
 def test_the_rule_on_a_partition_still_under_the_retired_pid_adopts_the_fresh_one(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """PROBE. Both partitions idle past a 1 s expiry. Partition 1's send (under P0) is
-    refused 'idle' with every reply lost: pending there under P0. Partition 0's next send
-    takes the fresh PID P1 (P0 retired). resolve(1) settles the pending batch as not landed
-    and moves partition 1 to P1 without drawing another PID; its next send lands there
-    under P1 at sequence 0, written once."""
+    """Both partitions idle past a 1 s expiry. Partition 1's send (under P0) is refused 'idle' with
+    every reply lost: pending there under P0. Partition 0's next send takes the fresh PID P1
+    (P0 retired). resolve(1) settles the pending batch as not landed and moves partition 1
+    to P1 without drawing another PID; its next send lands there under P1 at sequence 0,
+    written once."""
     topic = fclient.topic("t", partitions=2, producer_state_ttl=1)
     with topic.producer(lease_ttl=SHORT_LEASE) as p:
         p.send_batch([b"a0"], partition=0)

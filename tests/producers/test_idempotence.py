@@ -109,7 +109,7 @@ class Harness:
         assert self.raw.hdel(self.pk.pids, str(pid)) == 1
         self.raw.zrem(self.pk.pid_expiry, str(pid))
 
-    def values_of(self) -> list[bytes]:
+    def values(self) -> list[bytes]:
         records = self.topic.reader(0, 0).read(max_records=10_000)
         assert [r.offset for r in records] == list(range(len(records)))
         return [r.value for r in records]
@@ -212,7 +212,7 @@ def test_expired_state_above_generation_0_is_an_unknown_producer(h: Harness) -> 
 
 
 def test_an_idle_producer_whose_state_expired_takes_a_fresh_pid(h: Harness) -> None:
-    """DESIGN G5 (Kafka KIP-360): it goes on silently, as a fresh PID from sequence 0."""
+    """G5 (Kafka KIP-360): it goes on silently, as a fresh PID from sequence 0."""
     h.p.send_batch([b"a", b"b"], partition=0)
     old = h.p.producer_id
     h.expire(old)
@@ -589,7 +589,8 @@ def test_a_named_producer_that_is_not_idempotent_is_fenced_by_its_successor(
 def test_a_resend_answered_from_the_window_reports_the_epoch_it_was_written_in(
     pclient: Client, proxy: Proxy, client: Client
 ) -> None:
-    """Found by the chaos test: the metadata carried the resender's epoch (a G2 lie)."""
+    """A resend answered from the duplicate window carries the epoch the record was written in
+    (the one in the log), not the resender's (G2)."""
     p1 = pclient.topic("t", partitions=1).producer(AccessMode.EXCLUSIVE_WITH_FENCING)
     p1.send(b"warm-up")
     saved = p1.state

@@ -1,4 +1,4 @@
-"""Lost replies and lost requests on a real TCP path (G5, seed 003's network-error case).
+"""Lost replies and lost requests on a real TCP path (G5).
 
 A producer's client talks to the server through :class:`fencing.faults.Proxy`, which is told
 to lose the reply of an append (the append ran, the producer never hears of it) or the
@@ -379,8 +379,8 @@ def test_the_proxy_loses_replies_or_requests_on_demand(
 def test_requests_that_never_left_are_unavailable_not_unknown(
     pclient: fencing.Client, proxy: Proxy, raw: redis.Redis, idempotent: bool
 ) -> None:
-    """Found in review: when no attempt could even connect, nothing was applied: the caller
-    hears Unavailable, and an idempotent producer has nothing pending to resolve."""
+    """When no attempt could even connect, nothing was applied: the caller hears Unavailable, and
+    an idempotent producer has nothing pending to resolve."""
     topic = pclient.topic(TOPIC, partitions=1)
     pk = topic.partition_keys(0)
     with topic.producer(lease_ttl=LEASE_TTL, idempotent=idempotent) as p:
@@ -650,10 +650,10 @@ def test_a_fence_after_a_lost_reply_is_an_unknown_outcome_not_a_lie(
 def test_a_resolution_long_after_the_send_is_unknown_not_a_guess(
     pclient: Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
-    """Found in review: a first batch landed, its replies were lost, and its state expired
-    before the resolution: "no state" no longer proves it never landed. While the expired
-    state is still stored, it says so by itself (the batch is in its window: landed); once
-    a cleanup dropped it, the outcome is UnknownProducerId, never a guess."""
+    """A first batch landed, its replies were lost, and its state expired before the resolution:
+    "no state" no longer proves it never landed. While the expired state is still stored, it says
+    so by itself (the batch is in its window: landed); once a cleanup dropped it, the outcome is
+    UnknownProducerId, never a guess."""
     topic = pclient.topic("t", partitions=1, producer_state_ttl=1)
     pclient.topic("warm", partitions=1).producer().send(b"w")  # scripts loaded
     for dropped in (False, True):
@@ -675,8 +675,9 @@ def test_a_resolution_long_after_the_send_is_unknown_not_a_guess(
 
 
 def test_an_interrupted_send_is_resolved_before_the_next_one(client: Client) -> None:
-    """Found in review: a KeyboardInterrupt after the request left made no pending batch, so
-    every later batch reused its sequences and was refused for good."""
+    """A send interrupted (KeyboardInterrupt) after its request left leaves its batch pending:
+    the next send resolves it first (it landed, offset 1) instead of reusing its sequences, which
+    would be refused for good."""
     topic = client.topic("t", partitions=1)
     p = topic.producer()
     p.send(b"a")
@@ -746,8 +747,9 @@ def test_a_resolution_after_a_newer_incarnation_is_still_fenced(client: Client) 
 def test_a_superseded_incarnation_learns_its_batch_landed_and_stays_fenced(
     server: ServerInfo, pclient: Client, proxy: Proxy, client: Client, successor: str
 ) -> None:
-    """Found by the chaos test: resolving after a newer incarnation opened said "landed" and
-    handed the old incarnation the new one's generation, so it could write again."""
+    """An incarnation that resolves its pending batch after a newer one opened (by its name, or
+    by resume=) learns that it landed, and stays fenced: it never takes the newer incarnation's
+    generation, so it can never write again."""
     p1 = pclient.topic("t", partitions=1).producer(name="n", lease_ttl=1.0)
     p1.send(b"a")
     saved = p1.state

@@ -1,4 +1,7 @@
-"""TODO docstring."""
+"""How long a producer's state (its PID, sequences and duplicate window) is kept: one expiry
+per topic, fixed when the topic is created (another client's setting never applies to it,
+and a conflicting one is refused), the expiry cleanup never removing a live state, and a
+fenced incarnation whose state expired never starting afresh below its fence."""
 
 from __future__ import annotations
 

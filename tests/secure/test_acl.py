@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""The documented ACL rule (:func:`fencing.acl.acl_rule`) is enough for what an operator
+runs against the deployments it is for: the CLI's status, owners and elections."""
 
 from __future__ import annotations
 
@@ -16,12 +17,9 @@ from fencing.embedded import EmbeddedServer
 
 
 def test_cli_status_runs_as_the_documented_acl_user() -> None:
-    """``fencing status`` / ``owners`` / ``elections`` list keys with SCAN, which
-    fencing.acl.COMMANDS leaves out: as a user restricted to acl_rule() they exit 2 with
-    "no permissions to run the 'scan' command" (``tail`` works). The CLI is the operator's
-    tool for the very deployments the rule is for. Fix: fencing/acl.py COMMANDS: add
-    "scan" (the key pattern still limits what it returns), or document a separate
-    operator rule that has it."""
+    """The CLI is the operator's tool for the very deployments the ACL rule is for: ``fencing
+    status`` / ``owners`` / ``elections`` (which list keys with SCAN) run as a user restricted to
+    :func:`fencing.acl.acl_rule`, as ``tail`` does."""
     with EmbeddedServer.start("redis") as made:
         with redis.Redis(port=made.port) as admin:
             try:

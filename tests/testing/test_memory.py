@@ -3,7 +3,7 @@
 The plugin is run the way users run it: ``pytest`` in a project of its own (a subprocess)
 whose conftest opts in, on each backend. The behaviour of the in-memory client against the
 real servers is held by ``tests/conformance``; its differences by
-``tests/test_testing_differences.py``.
+``tests/testing/test_differences.py``.
 """
 
 from __future__ import annotations

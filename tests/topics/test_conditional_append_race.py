@@ -1,5 +1,5 @@
 """Racing conditional appends: exactly one winner per offset; losers learn the real next
-offset; the final log is contiguous (seed 001's worked example)."""
+offset; the final log is contiguous."""
 
 from __future__ import annotations
 

@@ -127,8 +127,9 @@ def test_records_left_without_their_metadata_are_state_lost(
 def test_a_topic_handle_from_before_a_flushall_cannot_take_the_recreated_topic(
     own: tuple[Client, redis.Redis], mode: AccessMode
 ) -> None:
-    """Found in review: opening a producer did not check the partition's incarnation, so a
-    stale handle fenced (or, renewing, blocked) the recreated topic's producers."""
+    """Opening a producer checks the partition's incarnation: a topic handle from before a
+    FLUSHALL raises StateLost on the recreated topic, and never fences (or, renewing, blocks) its
+    producers."""
     client, raw = own
     stale = client.topic("t", partitions=1).open()
     raw.flushall()

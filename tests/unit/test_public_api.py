@@ -17,8 +17,8 @@ ERROR_CLASSES = [
 ]
 PUBLIC_ERRORS = [cls for cls in ERROR_CLASSES if not cls.__name__.startswith("_")]
 
-# DESIGN section 5: the subclasses every user may catch.
-DESIGN_ERRORS = [
+# The documented subclasses every user may catch.
+DOCUMENTED_ERRORS = [
     "Fenced",
     "ProducerFenced",
     "OwnershipConflict",
@@ -63,8 +63,8 @@ def test_every_error_subclasses_fencing_error(cls: type) -> None:
     assert issubclass(cls, fencing.FencingError)
 
 
-@pytest.mark.parametrize("name", DESIGN_ERRORS)
-def test_design_errors_exist(name: str) -> None:
+@pytest.mark.parametrize("name", DOCUMENTED_ERRORS)
+def test_documented_errors_exist(name: str) -> None:
     assert issubclass(getattr(fencing, name), fencing.FencingError)
 
 
@@ -81,7 +81,7 @@ def test_every_error_is_drawn_in_the_tree(cls: type) -> None:
     assert f" {cls.__name__}" in fencing.errors.__doc__
 
 
-def test_design_section_3_names_are_exported() -> None:
+def test_documented_handle_names_are_exported() -> None:
     for name in ("Client", "AccessMode", "Record", "RecordMetadata", "Grant", "FencingError"):
         assert name in fencing.__all__
 
