@@ -101,7 +101,8 @@ async def test_a_wait_that_falls_short_is_not_enough_replicas_then_settled(
         os.kill(pair.replica.process.pid, signal.SIGCONT)
     await caught_up(pair)
     md = await producer.send(b"c")  # the pending batch is settled first: it had landed
-    assert producer.last_resolution is not None and producer.last_resolution[1] is not None
+    assert producer.last_resolution is not None
+    assert producer.last_resolution[1] is not None
     assert md.offset == 2
     reader = await topic.reader(0)
     assert [r.value for r in await reader.read()] == [b"a", b"b", b"c"]

@@ -117,7 +117,8 @@ async def cut_off_during_on_elected(api: Api, proxy: Proxy, round_: int) -> None
     # before the lease could lapse, so before B was elected; A's block saw lost set.
     assert timeline.at("a revoked") < timeline.at("b elected")
     assert timeline.at("a revoked") < timeline.at("a elected returned")
-    assert len(entered) == 1 and entered[0].lost.is_set()
+    assert len(entered) == 1
+    assert entered[0].lost.is_set()
     assert isinstance(entered[0].reason, fencing.LeaseExpired)
     assert timeline.count("a revoked") == 1
     await a.close()

@@ -1,8 +1,10 @@
-"""One worker process of ``tests/faults/test_chaos.py``:
-``python -m tests.faults.chaos_worker CONFIG``.
+"""One worker process of ``tests/faults/test_chaos.py``, run by the suite's
+:class:`~tests.support.fleet.Fleet` (:func:`work`), or by hand:
+``CHAOS_REDIS_URL=... python -m tests.faults.chaos_worker CONFIG``.
 
-``CONFIG`` is one JSON object (see :class:`Config`); the server URL comes from the
-``CHAOS_REDIS_URL`` environment variable (never the command line, where ``ps`` shows it).
+``CONFIG`` is one JSON object (see :class:`Config`); the server URL is given apart (the
+``CHAOS_REDIS_URL`` environment variable by hand: never the command line, where ``ps``
+shows it).
 The worker cycles until the stop file appears (or its own deadline passes), each cycle one
 of:
 
@@ -67,6 +69,8 @@ from fencing import (
     ProducerState,
     Unavailable,
 )
+
+from ..support.fleet import Channel
 
 MIXED = "mixed"
 EXCL = "excl"
@@ -531,9 +535,19 @@ class Worker:
         os._exit(code)
 
 
-def main(argv: Sequence[str]) -> int:
+def work(channel: Channel, config: str, url: str, stderr: str) -> None:
+    """The worker's entry point in a fleet: its standard error goes to the file ``stderr``
+    (the test shows it when the worker fails), its exit status is :func:`main`'s."""
+    with open(stderr, "ab", buffering=0) as err:
+        os.dup2(err.fileno(), 2)
+    code = main([config], url)
+    if code:
+        sys.exit(code)
+
+
+def main(argv: Sequence[str], url: str | None = None) -> int:
     cfg = Config.from_json(argv[0])
-    url = os.environ["CHAOS_REDIS_URL"]
+    url = url or os.environ["CHAOS_REDIS_URL"]
     log = Log(Path(cfg.dir) / f"{cfg.wid}.jsonl")
     log("start", pid=os.getpid())
     client = fencing.Client.from_url(url, namespace=cfg.namespace)

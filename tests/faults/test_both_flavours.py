@@ -16,15 +16,12 @@ import redis
 
 import fencing
 from fencing import AccessMode
-from fencing._lua_loader import script
 from fencing.faults import Proxy
 from fencing.verify import Attempt, verify_log
 
 from ..conftest import ServerInfo
 from ..support.flavours import Api
-
-APPEND = script("append").sha1.encode()
-COMMIT = script("commit").sha1.encode()
+from ..support.wire import APPEND, COMMIT
 
 
 def verified(api: Api, topic: str, attempts: list[Attempt], *, exclusive: bool = True) -> None:

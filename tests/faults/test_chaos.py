@@ -1,11 +1,12 @@
 """Chaos: many producer processes and threads under every fault at once, the whole log checked.
 
 Bounded in time (about 20 s per server kind). Worker processes
-(:mod:`tests.faults.chaos_worker`, started with ``python -m``) cycle through the four access modes,
-named takeovers (``name=`` from a pool every worker draws from) and copy jobs resumed from
-a saved :class:`fencing.ProducerState` (``resume=``), with several sender threads per
-producer, on two topics of two partitions: ``mixed`` (every mode) and ``excl`` (exclusive
-modes only). Meanwhile the test, from a seeded schedule (``CHAOS_SEED`` repeats one):
+(:mod:`tests.faults.chaos_worker`, run by the suite's :class:`~tests.support.fleet.Fleet`)
+cycle through the four access modes, named takeovers (``name=`` from a pool every worker
+draws from) and copy jobs resumed from a saved :class:`fencing.ProducerState`
+(``resume=``), with several sender threads per producer, on two topics of two partitions:
+``mixed`` (every mode) and ``excl`` (exclusive modes only). Meanwhile the test, from a
+seeded schedule (``CHAOS_SEED`` repeats one):
 
 - SIGSTOPs workers for 2.5 leases and SIGCONTs them (a GC pause past the lease);
 - SIGKILLs workers and starts replacements (a crash);
@@ -39,12 +40,8 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -54,13 +51,14 @@ import redis
 
 import fencing
 from fencing import AccessMode
-from fencing._lua_loader import script
 from fencing.faults import Proxy, Rule
 from fencing.verify import Attempt, LogReport, verify_log
 
 from ..conftest import ServerInfo
 from ..support.clock import server_ms, wait_server_past
-from ..support.paths import ROOT
+from ..support.fleet import Fleet, Worker
+from ..support.logs import read_values
+from ..support.wire import APPEND
 from .chaos_worker import JOB_BATCH
 
 MIXED, EXCL = "mixed", "excl"
@@ -82,37 +80,28 @@ DROP_TICK, DROP_CHANCE = 0.25, 0.35
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 15.0
 WORKER_MAX_SECONDS = 60.0
-APPEND = script("append").sha1.encode()
 MIN_ACKED = 300  # acknowledged records per topic, at the least
 
 
+class Workers(Fleet):
+    """The worker processes of a run (:func:`tests.faults.chaos_worker.work`), each started
+    for a role; every one is killed at the end whatever happens."""
 
-@dataclass
-class Proc:
-    """One worker process (its own process group, so its fork children go with it)."""
+    def __init__(
+        self, server_url: str, proxy_url: str | None, namespace: str, dir: Path, seed: int
+    ) -> None:
+        super().__init__(max_seconds=int(WORKER_MAX_SECONDS) + 30, step_timeout=STOP_TIMEOUT)
+        self.server_url = server_url
+        self.proxy_url = proxy_url
+        self.namespace = namespace
+        self.dir = dir
+        self.seed = seed
+        self.roles: dict[str, str] = {}
+        self.killed: set[str] = set()
+        self.last_kill_ms = 0
+        self.n = 0
 
-    wid: str
-    role: str
-    popen: subprocess.Popen[bytes]
-    stderr: Path
-    stopped: bool = False
-    killed: bool = False
-
-
-@dataclass
-class Fleet:
-    """The worker processes of a run; every one is killed at the end whatever happens."""
-
-    server_url: str
-    proxy_url: str | None
-    namespace: str
-    dir: Path
-    seed: int
-    procs: list[Proc] = field(default_factory=list)
-    last_kill_ms: int = 0
-    n: int = 0
-
-    def start(self, role: str) -> Proc:
+    def spawn(self, role: str) -> Worker:
         wid = f"w{self.n}"
         self.n += 1
         url = self.proxy_url if role == "proxy" and self.proxy_url else self.server_url
@@ -129,43 +118,15 @@ class Fleet:
             "fork": role == "fork",
             "max_seconds": WORKER_MAX_SECONDS,
         }
-        stderr = self.dir / f"{wid}.stderr"
-        with stderr.open("wb") as err:
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "tests.faults.chaos_worker", json.dumps(cfg)],
-                cwd=ROOT,
-                env={**os.environ, "CHAOS_REDIS_URL": url},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                start_new_session=True,
-            )
-        proc = Proc(wid, role, popen, stderr)
-        self.procs.append(proc)
-        return proc
+        self.roles[wid] = role
+        stderr = self.stderr(wid)
+        return self.start(wid, "tests.faults.chaos_worker:work", json.dumps(cfg), url, str(stderr))
 
-    def live(self) -> list[Proc]:
-        return [p for p in self.procs if not p.killed and p.popen.poll() is None]
+    def stderr(self, wid: str) -> Path:
+        return self.dir / f"{wid}.stderr"
 
-    def kill_group(self, proc: Proc) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.popen.pid, signal.SIGKILL)
-
-    def kill_all(self) -> None:
-        for proc in self.procs:
-            self.kill_group(proc)  # SIGKILL ends a stopped process too
-        for proc in self.procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.popen.wait(5)
-
-
-@contextlib.contextmanager
-def fleet(**kwargs: Any) -> Iterator[Fleet]:
-    group = Fleet(**kwargs)
-    try:
-        yield group
-    finally:
-        group.kill_all()
+    def live(self) -> list[Worker]:
+        return [w for w in self.lives if w.wid not in self.killed and w.exitcode is None]
 
 
 def events(directory: Path) -> list[dict[str, Any]]:
@@ -187,14 +148,15 @@ def attempts_of(evs: list[dict[str, Any]], topic: str) -> list[Attempt]:
     ]
 
 
-def wait_started(directory: Path, procs: list[Proc]) -> None:
+def wait_started(group: Workers, workers: list[Worker]) -> None:
     """Wait until every worker wrote its start line (imports done, client made)."""
     deadline = time.monotonic() + START_TIMEOUT
-    for proc in procs:
-        path = directory / f"{proc.wid}.jsonl"
+    for worker in workers:
+        path = group.dir / f"{worker.wid}.jsonl"
         while not (path.exists() and path.stat().st_size > 0):
-            assert proc.popen.poll() is None, f"{proc.wid} died: {proc.stderr.read_text()}"
-            assert time.monotonic() < deadline, f"{proc.wid} did not start in {START_TIMEOUT}s"
+            died = group.stderr(worker.wid)
+            assert worker.exitcode is None, f"{worker.wid} died: {died.read_text()}"
+            assert time.monotonic() < deadline, f"{worker.wid} did not start in {START_TIMEOUT}s"
             time.sleep(0.02)
 
 
@@ -215,18 +177,10 @@ def job_state(directory: Path, job: str) -> fencing.ProducerState:
     return max(states, key=lambda s: (sum(s.generations.values()), sum(s.sequences.values())))
 
 
-def read_values(client: fencing.Client, topic: str, partition: int) -> list[bytes]:
-    reader = client.topic(topic).reader(partition, "earliest")
-    values: list[bytes] = []
-    while batch := reader.read(max_records=10_000):
-        values.extend(r.value for r in batch)
-    return values
-
-
 class Chaos:
     """The fault schedule, run from the test process."""
 
-    def __init__(self, group: Fleet, proxy: Proxy | None, raw: redis.Redis, seed: int) -> None:
+    def __init__(self, group: Workers, proxy: Proxy | None, raw: redis.Redis, seed: int) -> None:
         self.group = group
         self.proxy = proxy
         self.raw = raw
@@ -271,21 +225,19 @@ class Chaos:
             return
         victim = self.rng.choice(live)
         if kind == "pause":
-            os.kill(victim.popen.pid, signal.SIGSTOP)
+            os.kill(victim.pid, signal.SIGSTOP)  # the worker alone, not a fork child of it
             self.paused[victim.wid] = time.monotonic() + PAUSE_SECONDS
             self.done["pause"] += 1
         else:
-            self.group.kill_group(victim)  # the worker and any fork child of it
-            victim.killed = True
-            victim.popen.wait(5)
+            self.group.killed.add(victim.wid)
+            self.group.kill(victim.wid, timeout=5)  # the worker and any fork child of it
             self.group.last_kill_ms = server_ms(self.raw)
-            self.group.start(victim.role)
+            self.group.spawn(self.group.roles[victim.wid])
             self.done["kill"] += 1
 
     def resume(self, wid: str) -> None:
-        proc = next(p for p in self.group.procs if p.wid == wid)
         with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.popen.pid, signal.SIGCONT)
+            os.kill(self.group.workers[wid].pid, signal.SIGCONT)
         del self.paused[wid]
 
     def drop(self, now: float) -> None:
@@ -349,30 +301,29 @@ def test_chaos(server: ServerInfo, namespace: str, raw: redis.Redis, tmp_path: P
         make_jobs(client, tmp_path)
         with (
             proxy_cm as proxy,
-            fleet(
-                server_url=server.url,
-                proxy_url=None if proxy is None else proxy.url_for(server.url),
-                namespace=namespace,
-                dir=tmp_path,
-                seed=seed,
+            Workers(
+                server.url,
+                None if proxy is None else proxy.url_for(server.url),
+                namespace,
+                tmp_path,
+                seed,
             ) as group,
         ):
             roles = ["plain", "plain", "plain", "fork"] + (["proxy"] if proxy else [])
-            wait_started(tmp_path, [group.start(role) for role in roles])
+            wait_started(group, [group.spawn(role) for role in roles])
             chaos = Chaos(group, proxy, raw, seed)
             chaos.run()
 
             # Stop: every worker ends its session, closes its producer and exits 0.
             (tmp_path / "stop").touch()
             deadline = time.monotonic() + STOP_TIMEOUT
-            for proc in group.live():
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.popen.wait(max(0.1, deadline - time.monotonic()))
-            stuck = [p.wid for p in group.live()]
-            exits = {p.wid: p.popen.returncode for p in group.procs if not p.killed}
-            stderr = {p.wid: p.stderr.read_text()[-2000:] for p in group.procs}
+            for worker in group.live():
+                worker.process.join(max(0.1, deadline - time.monotonic()))
+            stuck = [w.wid for w in group.live()]
+            exits = {w.wid: w.exitcode for w in group.lives if w.wid not in group.killed}
+            stderr = {w.wid: group.stderr(w.wid).read_text()[-2000:] for w in group.lives}
             # Any fork child left behind goes with its worker's process group.
-            group.kill_all()
+            group.close()
             if stuck:
                 group.last_kill_ms = server_ms(raw)
         chaos_seconds = time.monotonic() - started

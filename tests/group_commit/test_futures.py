@@ -32,11 +32,15 @@ from ..support.polling import wait_until
 def test_the_future_is_a_concurrent_futures_future_settled_without_waiters() -> None:
     future = new_future()
     assert isinstance(future, concurrent.futures.Future)
-    assert not future.done() and not future.running() and not future.cancelled()
+    assert not future.done()
+    assert not future.running()
+    assert not future.cancelled()
     assert claim_future(future)
     assert future.running()
     settle(future, 41)
-    assert future.done() and future.result() == 41 and future.exception() is None
+    assert future.done()
+    assert future.result() == 41
+    assert future.exception() is None
     settle(future, 42)  # a second answer is dropped, not raised
     assert future.result(timeout=0) == 41
     assert "finished" in repr(future)
@@ -86,7 +90,8 @@ def test_wait_and_as_completed_see_futures_settled_later() -> None:
     timer = threading.Timer(0.05, lambda: [settle(f, i) for i, f in enumerate(futures)])
     timer.start()
     done, not_done = concurrent.futures.wait(futures, timeout=10)
-    assert len(done) == 5 and not not_done
+    assert len(done) == 5
+    assert not not_done
     assert sorted(f.result() for f in concurrent.futures.as_completed(futures, timeout=10)) == [
         0,
         1,
@@ -108,7 +113,8 @@ def test_callbacks_run_once_when_added_before_or_after() -> None:
 def test_a_cancelled_future_is_never_claimed_nor_settled() -> None:
     future = new_future()
     assert future.cancel()
-    assert future.cancelled() and future.done()
+    assert future.cancelled()
+    assert future.done()
     assert not claim_future(future)
     settle(future, 1)  # dropped
     with pytest.raises(concurrent.futures.CancelledError):
@@ -259,7 +265,8 @@ def test_placed_metadata_behaves_as_the_dataclass_in_every_way_users_touch_it() 
     for m, b in zip(made, built, strict=True):
         assert pickle.loads(pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL)) == b
         assert pickle.loads(pickle.dumps(m, protocol=0)) == b
-        assert copy.copy(m) == b and copy.deepcopy(m) == b
+        assert copy.copy(m) == b
+        assert copy.deepcopy(m) == b
         assert dataclasses.replace(m, offset=0) == dataclasses.replace(b, offset=0)
         assert dataclasses.asdict(m) == dataclasses.asdict(b)
         assert repr(m) == repr(b)
@@ -363,7 +370,8 @@ def test_asyncio_wrap_future_of_a_lazy_future() -> None:
         assert await asyncio.wait_for(wa, 5) == "ok"
         wb.cancel()
         await asyncio.sleep(0)
-        assert b.cancelled() and threads.claim_future(b) is False
+        assert b.cancelled()
+        assert threads.claim_future(b) is False
         assert threads.claim_future(c) is True
         wc.cancel()
         await asyncio.sleep(0)

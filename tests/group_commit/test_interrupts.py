@@ -82,7 +82,8 @@ def test_a_chained_caller_interrupted_still_wakes_the_rest(client: fencing.Clien
         finally:
             sync_producer.group_commit.pass_on = real_pass_on  # type: ignore[assignment]
     assert hit.is_set(), "no chain formed: the test did not exercise it"
-    assert len(interrupted) == 1 and len(answered) == 6 * 40 - 1
+    assert len(interrupted) == 1
+    assert len(answered) == 6 * 40 - 1
     # The interrupted send landed (it was answered before the interrupt): 240 records.
     _, end = topic.offsets(0)
     assert end == 1 + 6 * 40
@@ -139,7 +140,8 @@ def test_an_interrupt_in_the_leader_waiting_for_its_chain_leaves_no_caller_behin
         run_threads([sender(i) for i in range(8)])
         monkeypatch.setattr(group_commit, "ChainEnd", real_end)
         assert producer.send(b"after", partition=0).offset == 8 * 60
-    assert len(hits) == 3 and len(interrupted) == 3
+    assert len(hits) == 3
+    assert len(interrupted) == 3
     assert len(ledger.answers) == 8 * 60 - 3
     log = log_of(topic, 0)
     assert sorted(log.values()) == sorted(

@@ -15,14 +15,12 @@ import redis
 import redis.cluster
 
 import fencing
-from fencing._lua_loader import script
 from fencing._text import text
 from fencing.faults import Proxy
 
 from ..conftest import ServerInfo
 from ..support.flavours import Api
-
-CLAIM = script("claim").sha1.encode()
+from ..support.wire import CLAIM
 
 
 def _row(api: Api, client: Any, group: str, resource: str) -> dict[str, str]:

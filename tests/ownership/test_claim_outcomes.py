@@ -15,11 +15,10 @@ import redis
 
 import fencing
 import fencing.aio
-from fencing._lua_loader import script
 from fencing._text import text
 from fencing.faults import Proxy
 
-CLAIM = script("claim").sha1.encode()
+from ..support.wire import CLAIM
 
 
 def row(raw: redis.Redis, client: Any, group: str, resource: str) -> dict[str, str]:

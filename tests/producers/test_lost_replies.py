@@ -33,7 +33,6 @@ import fencing
 from fencing import AccessMode, Client, ProducerFenced
 from fencing import _protocol as protocol
 from fencing._keys import PartitionKeys
-from fencing._lua_loader import script
 from fencing._modes import Pending
 from fencing._protocol.producer import decode_pid_state
 from fencing._protocol.topic import Sequenced
@@ -45,12 +44,11 @@ from ..conftest import ServerInfo
 from ..support.clock import server_ms, wait_server_past
 from ..support.logs import values_of
 from ..support.polling import wait_until
-from ..support.wire import RESOLVE
+from ..support.wire import APPEND, RESOLVE
 
 TOPIC = "out"
 T = TypeVar("T")
 #: The append script as it appears on the wire: its SHA1 follows EVALSHA.
-APPEND = script("append").sha1.encode()
 #: Short leases: each socket step times out after ttl/8; attempts start within ttl/3.
 LEASE_TTL = 2.0
 SHORT_TTL = 1.0
