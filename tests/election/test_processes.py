@@ -482,7 +482,7 @@ def test_exit_on_loss_ends_the_process_with_status_70(
         else:
             fleet.send("a", "resign")
         status = fleet.finish("a")
-        if "b" in fleet.procs:
+        if "b" in fleet.workers:
             fleet.send("b", "stop")
             assert fleet.finish("b") == 0
         row = r.hgetall(key)
