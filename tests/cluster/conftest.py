@@ -14,10 +14,7 @@ import pytest
 
 from fencing.embedded import EmbeddedCluster
 
-from ..both.conftest import aio_api, api, pytest_pyfunc_call
 from ..conftest import KINDS, ServerInfo
-
-__all__ = ["aio_api", "api", "pytest_pyfunc_call"]
 
 EXTERNAL_CLUSTER = os.environ.get("FENCING_TEST_CLUSTER_URL")
 
@@ -46,3 +43,13 @@ def server(cluster: EmbeddedCluster | None) -> Iterator[ServerInfo]:
 def fresh_server() -> Iterator[ServerInfo]:
     pytest.skip("a server of its own is a single-node matter (the cluster tests FLUSHALL apart)")
     yield  # pragma: no cover
+
+
+@pytest.fixture(scope="module")
+def own_cluster() -> Iterator[EmbeddedCluster]:
+    """A Redis cluster of the test module's own, for tests that kill, stop or reconfigure its
+    nodes (the module orders them so that the one that kills a master runs last)."""
+    if EXTERNAL_CLUSTER:
+        pytest.skip("kills or reconfigures nodes: needs a cluster the suite starts")
+    with EmbeddedCluster.start("redis") as made:
+        yield made

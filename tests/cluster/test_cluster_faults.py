@@ -11,7 +11,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from redis.crc import key_slot
@@ -23,14 +22,6 @@ from fencing.verify import Attempt, verify_log
 
 PARTITIONS = 6
 
-
-@pytest.fixture
-def own_cluster() -> Iterator[EmbeddedCluster]:
-    """A cluster for this test alone (a master of it dies)."""
-    if os.environ.get("FENCING_TEST_CLUSTER_URL"):
-        pytest.skip("kills a master: needs a cluster the suite starts")
-    with EmbeddedCluster.start("redis") as made:
-        yield made
 
 
 def master_of(cluster: EmbeddedCluster, key: str) -> int:

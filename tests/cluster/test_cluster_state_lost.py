@@ -13,7 +13,7 @@ import fencing
 from fencing import AccessMode
 from fencing.embedded import EmbeddedCluster
 
-from ..both.flavors import Api
+from ..support.flavours import Api
 
 LOST = (fencing.StateLost, fencing.Fenced, fencing.LeaseExpired)
 

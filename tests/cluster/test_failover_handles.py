@@ -11,8 +11,7 @@ A cluster of this module's own (3 masters, 3 replicas). Two kinds of failover:
 - SIGSTOP of a master past ``cluster-node-timeout`` (its replica is promoted; on SIGCONT it
   rejoins as a replica), and SIGKILL of a master while handles renew (run last).
 
-Each hole found is an ``xfail(strict=True)`` test that says what it expects and where the
-fix likely is; the other tests are regressions for properties that hold.
+Each test says what a handle must do when the store loses acknowledged writes under it.
 """
 
 from __future__ import annotations
@@ -36,7 +35,8 @@ from fencing._keys import Keys
 from fencing._protocol.election import ElectionKeys
 from fencing.embedded import EmbeddedCluster, EmbeddedServer
 
-from ..both.flavors import Api
+from ..support.flavours import Api
+from ..support.polling import wait_until
 
 T = TypeVar("T")
 
@@ -47,12 +47,6 @@ pytestmark = pytest.mark.skipif(
 LOST = (fencing.StateLost, fencing.Fenced, fencing.LeaseExpired)
 
 
-@pytest.fixture(scope="module")
-def own_cluster() -> Iterator[EmbeddedCluster]:
-    """One cluster for this module; the SIGSTOP and SIGKILL tests run last."""
-    with EmbeddedCluster.start("redis") as made:
-        yield made
-
 
 @pytest.fixture(params=["sync", "async"])
 def flavor(request: pytest.FixtureRequest, own_cluster: EmbeddedCluster) -> Iterator[Api]:
@@ -62,14 +56,6 @@ def flavor(request: pytest.FixtureRequest, own_cluster: EmbeddedCluster) -> Iter
 
 
 # -- cluster helpers ------------------------------------------------------------------------
-
-
-def _wait(ready: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.02)
 
 
 def _live(cluster: EmbeddedCluster) -> list[EmbeddedServer]:
@@ -95,7 +81,7 @@ def _shard(cluster: EmbeddedCluster, key: str) -> tuple[EmbeddedServer, Embedded
                     return True
         return False
 
-    _wait(listed, 15, f"a master and a replica listed for slot {slot}")
+    wait_until(listed, 15, 0.02, what=f"a master and a replica listed for slot {slot}")
     return found[-1]
 
 
@@ -143,9 +129,18 @@ class Cut:
             os.kill(self.replica.process.pid, signal.SIGCONT)
             self.done = True
             assert sock.recv(64).startswith(b"+OK"), "CLUSTER FAILOVER TAKEOVER refused"
-        _wait(lambda: _role(self.master) == "slave", 20, "the old master to step down")
-        _wait(lambda: _serves(self.cluster, self.key, self.replica), 10, "the new slot map")
-        _wait(lambda: _synced(self.master), 15, "the old master to resync as a replica of the new")
+        wait_until(
+            lambda: _role(self.master) == "slave", 20, 0.02, what="the old master to step down"
+        )
+        wait_until(
+            lambda: _serves(self.cluster, self.key, self.replica), 10, 0.02, what="the new slot map"
+        )
+        wait_until(
+            lambda: _synced(self.master),
+            15,
+            0.02,
+            what="the old master to resync as a replica of the new",
+        )
 
     def restore(self) -> None:
         if not self.done:
@@ -162,7 +157,7 @@ def _healthy(cluster: EmbeddedCluster, key: str) -> None:
     """Wait until ``key``'s shard has its replica in sync (an earlier test's takeover leaves
     the old master resyncing as a replica for a moment)."""
     _, replica = _shard(cluster, key)
-    _wait(lambda: _synced(replica), 15, "the shard's replica to be in sync")
+    wait_until(lambda: _synced(replica), 15, 0.02, what="the shard's replica to be in sync")
 
 
 @pytest.fixture
@@ -172,13 +167,20 @@ def cut_shard(own_cluster: EmbeddedCluster) -> Iterator[Callable[[str], Cut]]:
 
     def make(key: str) -> Cut:
         master, replica = _shard(own_cluster, key)
-        _wait(lambda: _synced(replica), 15, "the replica to be in sync before the cut")
+        wait_until(
+            lambda: _synced(replica), 15, 0.02, what="the replica to be in sync before the cut"
+        )
         os.kill(replica.process.pid, signal.SIGSTOP)
         cut = Cut(own_cluster, key, master, replica)
         cuts.append(cut)
         with redis.Redis(port=master.port) as m:
             m.execute_command("CLIENT", "KILL", "TYPE", "replica")
-            _wait(lambda: m.info("replication")["connected_slaves"] == 0, 5, "the link to be cut")
+            wait_until(
+                lambda: m.info("replication")["connected_slaves"] == 0,
+                5,
+                0.02,
+                what="the link to be cut",
+            )
         return cut
 
     yield make
@@ -186,7 +188,9 @@ def cut_shard(own_cluster: EmbeddedCluster) -> Iterator[Callable[[str], Cut]]:
         cut.restore()
     if cuts:
         # The next test starts on a settled cluster: every live node maps every slot.
-        _wait(lambda: _covered(own_cluster), 20, "every live node to map all 16384 slots")
+        wait_until(
+            lambda: _covered(own_cluster), 20, 0.02, what="every live node to map all 16384 slots"
+        )
 
 
 def _retry_short(claim: Callable[[], T]) -> T:
@@ -276,17 +280,11 @@ def test_a_severed_owner_stays_fenced_when_a_failover_loses_the_takeover(
     own_cluster: EmbeddedCluster, cut_shard: Callable[[str], Cut]
 ) -> None:
     """A holds r (token 1, replicated). B takes it over with generation=0 (token 2, acks
-    'leader', on the master only); A is told at once: its ``severed`` event is set and
-    ``on_severed`` ran with new token 2. Then a failover loses B's claim. B's handle
-    rightly raises StateLost (its token 2 is above the row's 1). But A's handle, which the
-    library itself told it was superseded by token 2, goes on: ``check('r')`` and
-    ``renew()`` succeed on token 1 and A holds r again. Token 2 was granted and
-    acknowledged, and now token 1 acts again: the token went backwards, and DESIGN section 4
-    says a superseded holder is ``Fenced``, permanently. Expected: once a severed
-    notification for a grant arrived, that grant is lost for good (check/renew raise
-    Fenced). Fix: fencing/_async/ownership.py Ownership._on_session_message (record the loss
-    like _lose, with a Fenced naming the new token) - the election's _on_severed does hand
-    the loss on, the plain owner does not."""
+    'leader', on the master only); A is told at once (its ``severed`` event is set,
+    ``on_severed`` ran with token 2). Then a failover loses B's claim: B's handle raises
+    StateLost (its token 2 is above the row's 1), and A's handle stays Fenced for good
+    (check/renew raise Fenced): once a severed notification for a grant arrived, that grant never
+    acts again, so the token never goes backwards."""
     ns = "fh-severed"
     client = fencing.Client.from_url(own_cluster.url, namespace=ns)
     try:
@@ -313,15 +311,10 @@ def test_a_severed_owner_stays_fenced_when_a_failover_loses_the_takeover(
 def test_a_renewal_under_acks_replicated_waits_for_a_replica(
     own_cluster: EmbeddedCluster, cut_shard: Callable[[str], Cut]
 ) -> None:
-    """acks='replicated' is documented per claim and election; a lease renewal is a write
-    too, and the handle (and an election's renew deadline) trusts the lease it extends. With
-    the only replica cut off, ``renew()`` returns a grant whose ``lease_expires_ms`` is
-    extended although no replica has it; after a takeover the promoted row's lease ends
-    earlier than the handle was told (shown below: it lapsed, and another session is
-    granted while A's handle still reports a live lease). Expected: renew() under
-    acks='replicated' raises NotEnoughReplicas (the lease the handle counts on is not
-    durable). Fix: fencing/_async/ownership.py Ownership.renew: execute the renew call with
-    ``self.durability`` (as claim does); elections renew through it."""
+    """acks='replicated' holds for a lease renewal too (a write the handle, and an election's
+    renew deadline, trusts): with the only replica cut off, ``renew()`` raises NotEnoughReplicas
+    instead of reporting an extended lease no replica has, which a failover would shorten (shown
+    below: after a takeover the promoted row's lease lapses and another session is granted)."""
     ns = "fh-renew"
     client = fencing.Client.from_url(own_cluster.url, namespace=ns)
     try:
@@ -335,9 +328,14 @@ def test_a_renewal_under_acks_replicated_waits_for_a_replica(
         try:
             renewed = a.renew()["r"]
         except fencing.NotEnoughReplicas:
-            return  # the fix: an undurable renewal is not reported as extended
+            return  # right: an undurable renewal is not reported as extended
         assert renewed.lease_expires_ms > claimed.lease_expires_ms + 900
-        _wait(lambda: time.time() * 1000 > claimed.lease_expires_ms + 50, 5, "replica lease end")
+        wait_until(
+            lambda: time.time() * 1000 > claimed.lease_expires_ms + 50,
+            5,
+            0.02,
+            what="replica lease end",
+        )
         cut.takeover()
         b = client.ownership("g", "b", ttl=2.0)
         assert b.claim(["r"])["r"].token == 2
@@ -396,9 +394,9 @@ def test_a_failover_losing_renewals_ends_the_old_term_before_the_next(
 ) -> None:
     """acks='replicated', ttl=3 s, renew_deadline=2 s, retry_period=1.5 s. A is elected (its
     claim waits for the replica), then the replica is cut off. A's renewals now reach the
-    master only: they raise NotEnoughReplicas and do not move A's renew deadline (review
-    found they used to, so A led on while the lease the replica knew lapsed, and only a
-    "severed" notification kept the terms apart). So A steps down at its renew deadline,
+    master only: they raise NotEnoughReplicas and do not move A's renew deadline (else A would
+    lead on while the lease the replica knew lapsed, and only a "severed" notification
+    would keep the terms apart). So A steps down at its renew deadline,
     before the replica's lease lapses; then the replica takes over and B is elected with
     token 2. Checked: the callbacks never overlap and tokens grow."""
     ns = "fh-twoleaders"
@@ -413,7 +411,7 @@ def test_a_failover_losing_renewals_ends_the_old_term_before_the_next(
         with a.campaign(timeout=5) as term_a:
             cut = cut_shard(_election_key(ns, "e"))
             # No durable renewal: A steps down at its renew deadline (2 s), by itself.
-            _wait(term_a.lost.is_set, 10, "A to step down")
+            wait_until(term_a.lost.is_set, 10, 0.02, what="A to step down")
             assert isinstance(term_a.reason, fencing.LeaseExpired), term_a.reason
         cut.takeover()
         with b.campaign(timeout=10) as term_b:
@@ -433,10 +431,9 @@ def test_a_consumer_whose_commit_was_lost_reports_state_lost(
     """A consumer commits offset 2, then (replica cut off) offset 4, acknowledged by the
     master only; a failover loses the second commit. The live consumer then reads
     ``committed(0) == 2`` and commits on as if nothing happened, and a successor would
-    re-process records 2..3 (found by review: the committed offset went backwards under a
-    live handle without StateLost). Now the handle remembers what it committed last under
-    its grant, commit() checks it is still stored (lua/commit-3.lua), and committed() too:
-    both raise StateLost."""
+    re-process records 2..3: the committed offset must never go backwards under a live
+    handle without StateLost. The handle remembers what it committed last under its grant,
+    commit() checks it is still stored, and committed() too: both raise StateLost."""
     ns = "fh-commit"
     client = fencing.Client.from_url(own_cluster.url, namespace=ns)
     try:
@@ -464,10 +461,9 @@ def test_a_consumer_whose_commit_was_lost_reports_state_lost(
 
 
 def test_a_consumer_takes_acks(own_cluster: EmbeddedCluster) -> None:
-    """Issue 15: durability per producer, per claim and per election. A consumer's claim
-    and its commits are claims and writes of the ownership table: ``topic.consumer`` takes
-    ``acks=`` (it used to raise TypeError), and a commit under acks='replicated' is waited
-    for."""
+    """Durability is per producer, per claim and per election. A consumer's claim and its
+    commits are claims and writes of the ownership table: ``topic.consumer`` takes
+    ``acks=``, and a commit under acks='replicated' is waited for."""
     client = fencing.Client.from_url(own_cluster.url, namespace="fh-cacks")
     try:
         topic = client.topic("t", partitions=1)
@@ -601,7 +597,7 @@ def test_live_handles_across_a_master_failover(
         owner_watch, consumer_watch = Watch("owner"), Watch("consumer")
         threads.append(threading.Thread(target=candidate, args=(clients[1], "a")))
         threads[-1].start()
-        _wait(lambda: terms["a"], 10, "a to be elected")
+        wait_until(lambda: terms["a"], 10, 0.02, what="a to be elected")
         threads.append(threading.Thread(target=candidate, args=(clients[2], "b")))
         threads.append(
             threading.Thread(
@@ -621,21 +617,35 @@ def test_live_handles_across_a_master_failover(
         if fault == "sigstop":
             os.kill(master.process.pid, signal.SIGSTOP)
             try:
-                _wait(lambda: _role(replica) == "master", 20, "the replica to be promoted")
+                wait_until(
+                    lambda: _role(replica) == "master", 20, 0.02, what="the replica to be promoted"
+                )
             finally:
                 os.kill(master.process.pid, signal.SIGCONT)
-            _wait(lambda: _role(master) == "slave", 15, "the old master to rejoin as replica")
+            wait_until(
+                lambda: _role(master) == "slave",
+                15,
+                0.02,
+                what="the old master to rejoin as replica",
+            )
         else:
             os.kill(master.process.pid, signal.SIGKILL)
             master.process.wait()
-            _wait(lambda: _role(replica) == "master", 20, "the replica to be promoted")
+            wait_until(
+                lambda: _role(replica) == "master", 20, 0.02, what="the replica to be promoted"
+            )
             # Add a replica back (the dead node, restarted from its nodes.conf): with
             # acks='replicated' nobody can be elected on a shard without one (README).
             index = own_cluster.nodes.index(master)
             own_cluster.nodes[index] = EmbeddedServer._launch(
                 master.kind, master.binary, master.port, master.directory, master.extra_args
             )
-            _wait(lambda: _synced(own_cluster.nodes[index]), 20, "the restarted node to sync")
+            wait_until(
+                lambda: _synced(own_cluster.nodes[index]),
+                20,
+                0.02,
+                what="the restarted node to sync",
+            )
 
         def one_live_leader() -> bool:
             live = [t for ts in terms.values() for t in ts if not t.lost.is_set()]
@@ -644,12 +654,13 @@ def test_live_handles_across_a_master_failover(
             info = clients[0].election(f"e{suffix}", "observer").leader()
             return info is not None and info.token == live[0].token
 
-        _wait(one_live_leader, 20, "exactly one live leader, the one the row names")
+        wait_until(one_live_leader, 20, 0.02, what="exactly one live leader, the one the row names")
         after = len(owner_watch.outcomes)
-        _wait(
+        wait_until(
             lambda: any(k in ("ok", "lost") for k, _ in owner_watch.outcomes[after:]),
             15,
-            "the owner's renewals to succeed again or report a loss",
+            0.02,
+            what="the owner's renewals to succeed again or report a loss",
         )
         stop.set()
         for thread in threads:

@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -39,6 +39,9 @@ from fencing._keys import ELECTION_GROUP, Keys
 from fencing._runtime.tasks import notify as tasks_notify
 from fencing._runtime.threads import notify as threads_notify
 from fencing.embedded import EmbeddedCluster
+
+from ..support.polling import wait_until
+from ..support.pubsub import Inbox
 
 pytestmark = pytest.mark.skipif(
     bool(os.environ.get("FENCING_TEST_CLUSTER_URL")),
@@ -142,31 +145,6 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> Waits:
     return record
 
 
-class Inbox:
-    """A notification callback that records what it was given (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self.got: list[bytes | None] = []
-
-    def __call__(self, data: bytes | None) -> None:
-        with self._cond:
-            self.got.append(data)
-            self._cond.notify_all()
-
-    def wait_for(self, test: Callable[[list[bytes | None]], bool], timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(lambda: test(list(self.got)), timeout)
-
-
-def _until(what: str, test: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not test():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s")
-        time.sleep(0.01)
-
-
 def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
     out: list[Any] = []
 
@@ -212,7 +190,9 @@ def test_a_waiting_claim_is_woken_by_the_release_on_every_shard(
             channel = keys.released_channel("g", resource)
             held = holder.claim(resource)[resource]
             thread, out = _in_thread(lambda r=resource: waiter.claim(r, wait=True, timeout=50))
-            _until("the waiter was refused and waits", lambda c=channel: waits.parked(c))
+            wait_until(
+                lambda c=channel: waits.parked(c), 30.0, what="the waiter was refused and waits"
+            )
             holder.release(resource)
             thread.join(50)
             (grants,) = out
@@ -246,7 +226,9 @@ def test_a_waiting_producer_is_woken_by_the_close_on_every_shard(
                     AccessMode.WAIT_FOR_EXCLUSIVE, lease_ttl=LEASE, wait_timeout=50
                 )
             )
-            _until("the producer is queued and waits", lambda c=channel: waits.parked(c))
+            wait_until(
+                lambda c=channel: waits.parked(c), 30.0, what="the producer is queued and waits"
+            )
             holder.close()
             thread.join(50)
             (producer,) = out
@@ -278,7 +260,9 @@ def test_an_election_follower_is_woken_by_the_resignation_on_every_shard(
                         return won.token
 
                 thread, out = _in_thread(follow)
-                _until("the follower campaigns and waits", lambda c=channel: waits.parked(c))
+                wait_until(
+                    lambda c=channel: waits.parked(c), 30.0, what="the follower campaigns and waits"
+                )
             thread.join(50)
             assert out == [token + 1], out
             _woken_by_message(waits, channel)
@@ -377,12 +361,6 @@ def test_a_release_is_not_broadcast_to_the_other_shards(
 # -- a master dies ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def own_cluster() -> Iterator[EmbeddedCluster]:
-    """A cluster of this module's own: the test kills one of its masters."""
-    with EmbeddedCluster.start("redis") as made:
-        yield made
-
 
 def test_after_the_master_dies_subscribers_are_told_none_and_hear_again(
     own_cluster: EmbeddedCluster,
@@ -432,8 +410,10 @@ def test_after_the_master_dies_subscribers_are_told_none_and_hear_again(
         for box in (inbox, ainbox):
             assert box.wait_for(lambda got: None in got, 30), box.got  # "you may have missed"
         # The replica is promoted; then a claim and a release there reach both notifiers.
-        _until(
-            "a replica took the slot over", lambda: _primary_of(survivor, channel) != victim_port
+        wait_until(
+            lambda: _primary_of(survivor, channel) != victim_port,
+            30.0,
+            what="a replica took the slot over",
         )
         owner = client.ownership("g", "b", ttl=LEASE)
         for _ in range(100):

@@ -4,14 +4,12 @@ part of its rows still writes every row once (the same test as on one server).""
 
 from __future__ import annotations
 
-from ..test_spark_sink import (
-    fclient,
+from ..spark.test_sink import (
     spark,
     test_a_task_failing_upstream_midway_on_its_first_attempt_writes_every_row_once,
 )
 
 __all__ = [
-    "fclient",
     "spark",
     "test_a_task_failing_upstream_midway_on_its_first_attempt_writes_every_row_once",
 ]

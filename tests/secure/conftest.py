@@ -18,10 +18,7 @@ import redis
 from fencing.acl import SINCE_7_2, acl_rule
 from fencing.embedded import EmbeddedServer, TlsFiles
 
-from ..both.conftest import aio_api, api, pytest_pyfunc_call
 from ..conftest import KINDS, ServerInfo
-
-__all__ = ["aio_api", "api", "pytest_pyfunc_call"]
 
 MODES = [f"{kind}-acl" for kind in KINDS] + [f"{kind}-tls" for kind in KINDS]
 

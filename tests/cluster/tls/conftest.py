@@ -14,11 +14,8 @@ import pytest
 
 from fencing.embedded import EmbeddedCluster, TlsFiles
 
-from ...both.conftest import aio_api, api, pytest_pyfunc_call
 from ...conftest import ServerInfo
 from ..conftest import EXTERNAL_CLUSTER
-
-__all__ = ["aio_api", "api", "pytest_pyfunc_call"]
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,239 @@
+"""Durability per handle (``acks``), written once for both flavours, on a primary with one
+replica of each server kind: a wait that falls short is NotEnoughReplicas, never a success."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import redis
+
+import fencing
+import fencing.aio
+from fencing import AccessMode
+from fencing.embedded import EmbeddedServer
+
+from ..conftest import ServerInfo
+from ..support.flavours import Api
+
+
+@dataclass
+class Pair:
+    primary: EmbeddedServer
+    replica: EmbeddedServer
+
+
+#: A replica syncs at once (the default waits 5 s for more replicas to share a transfer).
+_NO_SYNC_DELAY = ("--repl-diskless-sync-delay", "0")
+
+
+@pytest.fixture
+def pair(server: ServerInfo) -> Iterator[Pair]:
+    """A primary and its replica, of the kind of the test's server."""
+    if not server.owned:
+        pytest.skip("needs servers the suite starts (FENCING_TEST_REDIS_URL is set)")
+    kind = server.kind
+    with EmbeddedServer.start(kind, extra_args=_NO_SYNC_DELAY) as primary:  # type: ignore[arg-type]
+        replica_of = ("--replicaof", "127.0.0.1", str(primary.port))
+        with EmbeddedServer.start(kind, extra_args=replica_of) as replica:  # type: ignore[arg-type]
+            r = redis.Redis(port=replica.port, socket_timeout=5)
+            deadline = time.monotonic() + 15
+            while r.info("replication").get("master_link_status") != "up":
+                assert time.monotonic() < deadline, "the replica never synced"
+                time.sleep(0.02)
+            r.close()
+            yield Pair(primary, replica)
+
+
+async def caught_up(pair: Pair) -> None:
+    """Wait until the replica (just resumed) acknowledged everything the primary wrote."""
+    r = redis.Redis(port=pair.primary.port, socket_timeout=5)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            info = r.info("replication")
+            replica = info.get("slave0") or {}
+            if replica.get("offset") == info["master_repl_offset"] and replica.get("lag", 9) <= 1:
+                return
+            assert time.monotonic() < deadline, "the replica never caught up"
+            await asyncio.sleep(0.02)
+    finally:
+        r.close()
+
+
+def replica_values(pair: Pair, api: Api, topic: str) -> list[bytes]:
+    r = redis.Redis(port=pair.replica.port, socket_timeout=5)
+    try:
+        entries = r.xrange(f"{api.namespace}:{{{topic}/0}}:log")
+        return [fields[b"v"] for _, fields in entries]  # type: ignore[index, union-attr]
+    finally:
+        r.close()
+
+
+async def test_replicated_sends_are_on_the_replica_when_acknowledged(api: Api, pair: Pair) -> None:
+    topic = api.client(pair.primary.url).topic("t", partitions=1)
+    async with await topic.producer(AccessMode.EXCLUSIVE, acks="replicated") as producer:
+        offsets = [(await producer.send(f"v{i}".encode())).offset for i in range(5)]
+        # Acknowledged means copied: the replica has every record already.
+        assert replica_values(pair, api, "t") == [f"v{i}".encode() for i in range(5)]
+    assert offsets == [0, 1, 2, 3, 4]
+
+
+async def test_a_wait_that_falls_short_is_not_enough_replicas_then_settled(
+    api: Api, pair: Pair
+) -> None:
+    topic = api.client(pair.primary.url).topic("t", partitions=1)
+    producer = await topic.producer(AccessMode.EXCLUSIVE, acks="replicated", lease_ttl=8.0)
+    await producer.send(b"a")
+    os.kill(pair.replica.process.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(fencing.NotEnoughReplicas) as err:
+            await producer.send(b"b")
+        assert isinstance(err.value, fencing.OutcomeUnknown)
+        assert (err.value.acks, err.value.wanted, err.value.confirmed) == ("replicated", 1, 0)
+    finally:
+        os.kill(pair.replica.process.pid, signal.SIGCONT)
+    await caught_up(pair)
+    md = await producer.send(b"c")  # the pending batch is settled first: it had landed
+    assert producer.last_resolution is not None
+    assert producer.last_resolution[1] is not None
+    assert md.offset == 2
+    reader = await topic.reader(0)
+    assert [r.value for r in await reader.read()] == [b"a", b"b", b"c"]
+    await producer.close()
+
+
+async def test_a_replicated_claim_that_falls_short_is_not_held(api: Api, pair: Pair) -> None:
+    client = api.client(pair.primary.url)
+    owner = client.ownership("g", "a", ttl=8.0, acks="replicated")
+    os.kill(pair.replica.process.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(fencing.NotEnoughReplicas):
+            await owner.claim("r")
+    finally:
+        os.kill(pair.replica.process.pid, signal.SIGCONT)
+    assert owner.grants == {}
+    await caught_up(pair)
+    other = client.ownership("g", "b", ttl=8.0, acks="replicated")
+    assert (await other.claim("r"))["r"].token == 2  # given back at once, not at lapse
+    await other.close()
+    await owner.close()
+
+
+async def test_fsync_needs_waitaof_and_the_append_only_file(api: Api, pair: Pair) -> None:
+    topic = api.client(pair.primary.url).topic("t", partitions=1)
+    r = redis.Redis(port=pair.primary.port, socket_timeout=5)
+    try:
+        r.execute_command("WAITAOF", 0, 0, 0)
+        has_waitaof = True
+    except redis.exceptions.ResponseError:
+        has_waitaof = False
+    with pytest.raises(
+        fencing.ConfigurationError, match="WAITAOF" if not has_waitaof else "appendonly"
+    ):
+        await topic.producer(acks="fsync")
+    if has_waitaof:
+        r.config_set("appendonly", "yes")
+        async with await topic.producer(acks="fsync") as producer:
+            assert (await producer.send(b"durable")).offset == 0
+    r.close()
+
+
+async def test_bad_acks_are_refused_before_any_io(api: Api) -> None:
+    client = api.client()
+    with pytest.raises(fencing.InvalidArgument):
+        await client.topic("t", partitions=1).producer(acks="all")
+    with pytest.raises(fencing.InvalidArgumentType):
+        client.ownership("g", "a", acks=2)
+    with pytest.raises(fencing.InvalidArgument):
+        client.election("e", "a", acks="quorum")
+
+
+@pytest.fixture
+def valkey_pair() -> Iterator[tuple[EmbeddedServer, EmbeddedServer]]:
+    """A Valkey master (DEBUG enabled) and a replica of it, online."""
+    try:
+        master = EmbeddedServer.start("valkey", extra_args=("--enable-debug-command", "yes"))
+    except Exception as exc:  # pragma: no cover - no valkey binary here
+        pytest.skip(f"no valkey-server: {exc}")
+    with master, EmbeddedServer.start("valkey") as replica:
+        with redis.Redis(port=replica.port) as r:
+            r.replicaof("127.0.0.1", master.port)
+        with redis.Redis(port=master.port, decode_responses=True) as m:
+            for _ in range(200):
+                slave = m.info("replication").get("slave0")
+                if isinstance(slave, dict) and slave.get("state") == "online":
+                    break
+                time.sleep(0.05)
+            else:
+                pytest.fail("the replica did not come online")
+        yield master, replica
+
+
+def test_a_deduplicated_retry_is_not_reported_replicated(
+    valkey_pair: tuple[EmbeddedServer, EmbeddedServer],
+) -> None:
+    """acks='replicated', the replica stopped (SIGSTOP): the first attempt of a send runs on the
+    primary but its reply is late (the server is busy: DEBUG SLEEP), the driver resends on a new
+    connection and the append script finds the batch in the duplicate window. The send is never
+    reported replicated for a record no replica has: it raises NotEnoughReplicas or
+    OutcomeUnknown (a WAIT counts only its own connection's writes, and the duplicate wrote
+    nothing)."""
+    master, replica = valkey_pair
+    client = fencing.Client.from_url(master.url, namespace="dup")
+    producer = client.topic("t", partitions=1).producer(lease_ttl=4.0, acks="replicated")
+    producer.send(b"warm", partition=0)
+    os.kill(replica.process.pid, signal.SIGSTOP)
+    sleeper = threading.Thread(
+        target=lambda: redis.Redis(port=master.port).execute_command("DEBUG", "SLEEP", 1.2)
+    )
+    try:
+        sleeper.start()
+        time.sleep(0.05)
+        try:
+            md = producer.send(b"x", partition=0)
+        except fencing.OutcomeUnknown:
+            pass  # NotEnoughReplicas or OutcomeUnknown: honest
+        else:
+            with redis.Redis(port=master.port, decode_responses=True) as m:
+                acked = m.info("replication")["slave0"]
+            pytest.fail(
+                f"send with acks='replicated' returned {md} while the only replica was "
+                f"stopped and never received it (replica ack: {acked})"
+            )
+    finally:
+        sleeper.join()
+        os.kill(replica.process.pid, signal.SIGCONT)
+        producer.close()
+        client.close()
+
+
+def test_resolve_after_not_enough_replicas_still_waits(
+    valkey_pair: tuple[EmbeddedServer, EmbeddedServer],
+) -> None:
+    """acks='replicated' and a stopped replica: send raises NotEnoughReplicas, and
+    ``producer.resolve(p)`` waits for the replicas too: it never answers "landed once, here are
+    its offsets" for a batch no replica has (a failover would still lose it)."""
+    master, replica = valkey_pair
+    client = fencing.Client.from_url(master.url, namespace="res")
+    producer = client.topic("t", partitions=1).producer(lease_ttl=4.0, acks="replicated")
+    producer.send(b"warm", partition=0)
+    os.kill(replica.process.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(fencing.NotEnoughReplicas):
+            producer.send(b"x", partition=0)
+        try:
+            landed = producer.resolve(0)
+        except fencing.OutcomeUnknown:
+            return  # still short: honest
+        pytest.fail(f"resolve() reported {landed} as landed; no replica has it")
+    finally:
+        os.kill(replica.process.pid, signal.SIGCONT)
+        producer.close()
+        client.close()

@@ -1,0 +1,240 @@
+"""Cancellation under group commit (asyncio): a task cancelled while queued, while leading a
+call, or while serving others, and ``send_async()`` futures cancelled before they were
+sent. A cancelled send lands once or never; every other caller gets one answer and the
+lead passes on at once."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+import pytest
+
+import fencing
+import fencing._group_commit
+import fencing.aio
+from fencing import AccessMode
+from fencing.verify import Attempt, verify_log
+
+from ..support.flavours import Api, unwrap
+from ..support.group_commit import (
+    SEED,
+    Held,
+    Ledger,
+    bounded,
+    check_answers,
+    check_ledger,
+)
+from ..support.logs import log_of_async, records_of_async, verified
+from ..support.polling import wait_until_async
+
+
+async def test_a_cancelled_queued_send_is_never_sent(aio_api: Api) -> None:
+    client = aio_api.client()
+    topic = client.topic("t", partitions=1)
+    async with await topic.producer() as producer:
+        async with Held(producer) as held:
+            sends = [asyncio.ensure_future(producer.send(b"v%d" % i)) for i in range(6)]
+            await wait_until_async(lambda: held.queued() == 6)
+            sends[1].cancel()
+            sends[4].cancel()
+            await asyncio.sleep(0)
+        done = await asyncio.gather(*sends, return_exceptions=True)
+        futures = [await producer.send_async(b"f%d" % i) for i in range(3)]
+        futures[1].cancel()
+        await producer.flush()
+    assert isinstance(done[1], asyncio.CancelledError)
+    assert isinstance(done[4], asyncio.CancelledError)
+    assert [md.offset for i, md in enumerate(done) if i not in (1, 4)] == [0, 1, 2, 3]
+    assert [r.value for r in await records_of_async(topic)] == [
+        b"v0",
+        b"v2",
+        b"v3",
+        b"v5",
+        b"f0",
+        b"f2",
+    ]
+
+
+async def test_random_cancellation_of_queued_and_leading_tasks(aio_api: Api) -> None:
+    """40 tasks send to 2 partitions while random tasks are cancelled at random await
+    points (queued, leading a call, serving others): cancelled sends land once or never,
+    every other caller gets one answer, and the next send settles what is pending."""
+    rng = random.Random(SEED)
+    client = aio_api.client()
+    topic = client.topic("t", partitions=2)
+    ledger = Ledger()
+    sent: list[tuple[bytes, int]] = []
+    async with await topic.producer(AccessMode.EXCLUSIVE, lease_ttl=3.0) as producer:
+
+        async def one(value: bytes, p: int) -> None:
+            sent.append((value, p))
+            try:
+                md = await producer.send(value, partition=p)
+            except (fencing.FencingError, asyncio.CancelledError) as exc:
+                ledger.failed(value, exc, p)
+            else:
+                ledger.acked(value, md, p)
+
+        for round_ in range(10):
+            tasks = [asyncio.ensure_future(one(b"r%d-%d" % (round_, i), i % 2)) for i in range(40)]
+            victims = rng.sample(tasks, 12)
+            for victim in victims:
+                for _ in range(rng.randint(0, 6)):
+                    await asyncio.sleep(0)
+                victim.cancel()
+            results = await bounded(asyncio.gather(*tasks, return_exceptions=True))
+            for task, res in zip(tasks, results, strict=True):
+                if isinstance(res, asyncio.CancelledError):  # cancelled before it began
+                    idx = tasks.index(task)
+                    value = b"r%d-%d" % (round_, idx)
+                    if value not in ledger.answers:
+                        sent.append((value, idx % 2))
+                        ledger.failed(value, res, idx % 2)
+        for p in (0, 1):
+            md = await producer.send(b"last%d" % p, partition=p)
+            ledger.acked(b"last%d" % p, md, p)
+            assert unwrap(producer)._standing[p].pending is None
+    ledger.check_one_answer_each([v for v, _ in sent])
+    assert sum(1 for v, _ in sent if ledger.outcome(v) == "unknown") >= 20
+    await check_ledger(topic, ledger, partitions=2)
+    verified(aio_api.url, aio_api.namespace, "t", ledger.attempts, note=f"seed {SEED}")
+
+
+async def test_a_task_cancelled_while_serving_others(aio_api: Api) -> None:
+    """Task A's own record is answered, and A goes on to send B's and C's records (queued
+    meanwhile); A is cancelled during that call. B and C get one answer each (documented:
+    OutcomeUnknown), A gets CancelledError, A's record is in the log once, and the next
+    send settles B+C (here: never sent, so never lands)."""
+    client = aio_api.client()
+    topic = client.topic("t", partitions=1)
+    async with await topic.producer() as producer:
+        await producer.send(b"first")
+        original = producer._execute
+        gates: list[asyncio.Event] = []
+        entered: list[int] = []
+
+        async def gated(call: Any, durability: Any = None) -> Any:
+            if call.script.name == "append":
+                gate = asyncio.Event()
+                gates.append(gate)
+                entered.append(len(gates))
+                await gate.wait()
+            return await original(call, durability)
+
+        producer._execute = gated
+        a = asyncio.ensure_future(producer.send(b"a"))
+        await wait_until_async(lambda: len(gates) == 1)
+        b = asyncio.ensure_future(producer.send(b"b"))
+        c = asyncio.ensure_future(producer.send(b"c"))
+        await wait_until_async(lambda: len(producer._standing[0].queue) == 2)
+        gates[0].set()  # A's own call goes through
+        await wait_until_async(lambda: len(gates) == 2)  # A now carries B and C
+        a.cancel()
+        results = await bounded(asyncio.gather(a, b, c, return_exceptions=True))
+        producer._execute = original
+        assert isinstance(results[0], asyncio.CancelledError)
+        assert isinstance(results[1], fencing.OutcomeUnknown), results
+        assert isinstance(results[2], fencing.OutcomeUnknown), results
+        md = await bounded(producer.send(b"after"))
+        assert producer.last_resolution == (0, None)
+    assert [r.value for r in await records_of_async(topic)] == [b"first", b"a", b"after"]
+    assert md.offset == 2
+
+
+async def test_cancelled_send_async_futures_are_never_sent(aio_api: Api) -> None:
+    """Futures cancelled before the sender took them are dropped; the others land in
+    order at consecutive offsets."""
+    client = aio_api.client()
+    topic = client.topic("t", partitions=1)
+    async with await topic.producer(linger_ms=60_000) as producer:
+        futures = [await producer.send_async(b"f%d" % i) for i in range(30)]
+        for i in range(0, 30, 3):
+            futures[i].cancel()
+        await bounded(producer.flush())
+        kept = [f for i, f in enumerate(futures) if i % 3]
+        assert [(await f).offset for f in kept] == list(range(20))
+    assert [r.value for r in await records_of_async(topic)] == [
+        b"f%d" % i for i in range(30) if i % 3
+    ]
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("no_recheck")
+async def test_tasks_cancelled_while_queued_or_leading_never_strand_the_others(
+    aclient: fencing.aio.Client, client: fencing.Client
+) -> None:
+    """40 tasks send one record after the other; another task cancels random senders
+    (queued on the Signal, woken to lead, or leading a call in flight). Every other task
+    finishes all its sends, each value lands at most once, acked ones at their offsets."""
+    topic = aclient.topic("t", partitions=1)
+    answers: dict[bytes, Any] = {}
+    cancelled: set[bytes] = set()
+    current: dict[int, bytes] = {}
+    async with await topic.producer() as producer:
+
+        async def sender(i: int) -> None:
+            for n in range(25):
+                value = current[i] = b"s%d-%d" % (i, n)
+                try:
+                    answers[value] = await producer.send(value, partition=0)
+                except asyncio.CancelledError:
+                    cancelled.add(value)
+                    raise
+                except fencing.OutcomeUnknown as exc:  # a cancelled leader's call
+                    answers[value] = exc
+
+        senders = [asyncio.ensure_future(sender(i)) for i in range(40)]
+        rng = random.Random(16)
+        for victim in rng.sample(range(40), 12):
+            for _ in range(rng.randrange(1, 30)):
+                await asyncio.sleep(0)
+            senders[victim].cancel()
+        async with asyncio.timeout(20):
+            await asyncio.gather(*senders, return_exceptions=True)
+        assert await producer.send(b"after", partition=0)
+        finished = [t for t in senders if not t.cancelled()]
+        assert all(t.exception() is None for t in finished)
+        assert len(cancelled) == 40 - len(finished)
+    log = await log_of_async(topic, 0)
+    unknown = {v for v, a in answers.items() if not isinstance(a, fencing.RecordMetadata)}
+    check_answers(log, answers, may_land=cancelled | unknown | {b"after"})
+    attempts = [
+        Attempt(v, 0, "acked", a.offset, a.epoch)
+        for v, a in answers.items()
+        if isinstance(a, fencing.RecordMetadata)
+    ] + [Attempt(v, 0, "unknown") for v in cancelled | unknown]
+    report = verify_log(client, "t", attempts=attempts, exclusive=False)
+    assert report.ok, report.summary()
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("no_recheck")
+async def test_a_cancelled_task_whose_wake_up_came_passes_the_lead_on(
+    aclient: fencing.aio.Client,
+) -> None:
+    """The first queued task is woken to send the queue (the lock was let go) and is
+    cancelled before it runs: the task behind it is woken in its place at once (not after
+    its re-check), and sends both its own and nobody else's record."""
+    topic = aclient.topic("t", partitions=1)
+    async with await topic.producer() as producer:
+        await producer.send(b"warm", partition=0)
+        standing = producer._standing[0]
+        await standing.lock.acquire()  # a call in flight
+        first = asyncio.ensure_future(producer.send(b"first", partition=0))
+        second = asyncio.ensure_future(producer.send(b"second", partition=0))
+        while len(standing.queue) < 2:
+            await asyncio.sleep(0)
+        began = time.monotonic()
+        standing.lock.release()
+        producer._wake_head(standing)  # the holder lets go: the first is woken ...
+        first.cancel()  # ... and cancelled before it runs
+        async with asyncio.timeout(5):
+            md = await second
+        assert time.monotonic() - began < 1.0
+        assert first.cancelled()
+        assert md.offset == 1
+        log = await log_of_async(topic, 0)
+        assert list(log.values()) == [b"warm", b"second"]

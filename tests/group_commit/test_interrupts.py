@@ -1,0 +1,666 @@
+"""KeyboardInterrupt (Ctrl-C, or any asynchronous exception) in a thread that group-commits:
+in the leader before, during or after its call, in a queued caller, while futures are
+answered, while a future's Condition is made, in a signal handler. The interrupted caller
+gets the interrupt; every other caller is still answered and woken, the partition's lock
+is never kept, and the log holds each record once."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import ctypes
+import inspect
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import fencing
+import fencing._group_commit
+import fencing.aio
+from fencing import _group_commit as group_commit
+from fencing._runtime.threads import primitives as threads
+from fencing._sync import producer as sync_producer
+
+from ..support.group_commit import (
+    Answers,
+    Gate,
+    run_threads,
+    sender,
+    stacks,
+    start_all,
+)
+from ..support.logs import log_of, values_of
+from ..support.polling import wait_until
+
+
+@pytest.mark.usefixtures("no_recheck")
+def test_a_chained_caller_interrupted_still_wakes_the_rest(client: fencing.Client) -> None:
+    """A KeyboardInterrupt raised in one answered caller as it wakes: the callers chained
+    after it are still woken (it passes the chain on as it unwinds)."""
+    topic = client.topic("t", partitions=1)
+    with topic.producer() as producer:
+        producer.send(b"warm", partition=0)
+        real_pass_on = sync_producer.group_commit.pass_on
+        hit = threading.Event()
+
+        def interrupting_pass_on(entry: Any) -> None:
+            if not hit.is_set() and entry.then is not None:
+                hit.set()
+                real_pass_on(entry)  # (the chain goes on: the interrupt is this caller's)
+                raise KeyboardInterrupt
+            real_pass_on(entry)
+
+        sync_producer.group_commit.pass_on = interrupting_pass_on  # type: ignore[assignment]
+        interrupted: list[int] = []
+        answered: list[int] = []
+        lock = threading.Lock()
+        go = threading.Barrier(6)
+
+        def worker(i: int) -> None:
+            go.wait()
+            for n in range(40):
+                try:
+                    producer.send(b"w%d-%d" % (i, n), partition=0)
+                except KeyboardInterrupt:
+                    with lock:
+                        interrupted.append(i)
+                    continue
+                with lock:
+                    answered.append(i)
+
+        try:
+            workers = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(6)]
+            start_all(workers, "a chained caller was never woken")
+        finally:
+            sync_producer.group_commit.pass_on = real_pass_on  # type: ignore[assignment]
+    assert hit.is_set(), "no chain formed: the test did not exercise it"
+    assert len(interrupted) == 1
+    assert len(answered) == 6 * 40 - 1
+    # The interrupted send landed (it was answered before the interrupt): 240 records.
+    _, end = topic.offsets(0)
+    assert end == 1 + 6 * 40
+
+
+@pytest.mark.usefixtures("no_recheck")
+def test_an_interrupt_in_the_leader_waiting_for_its_chain_leaves_no_caller_behind(
+    client: fencing.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt raised in a leader while it waits for the callers it answered to
+    run (_let_answered_run's wait on the chain's end): the leader's record landed, every
+    other caller is woken and answered once, and the producer goes on."""
+    topic = client.topic("t", partitions=1)
+    real_end = group_commit.ChainEnd
+    hits: list[str] = []
+    hits_lock = threading.Lock()
+
+    class InterruptingSignal:
+        def __init__(self, signal: Any) -> None:
+            self.signal = signal
+
+        def set(self) -> None:
+            self.signal.set()
+
+        def wait(self, timeout: float) -> bool:
+            with hits_lock:
+                first = len(hits) < 3
+                if first:
+                    hits.append(threading.current_thread().name)
+            if first:
+                raise KeyboardInterrupt
+            return bool(self.signal.wait(timeout))
+
+    def chain_end(event: Any) -> Any:
+        return real_end(InterruptingSignal(event))
+
+    monkeypatch.setattr(group_commit, "ChainEnd", chain_end)
+    ledger = Answers()
+    interrupted: list[bytes] = []
+    with topic.producer() as producer:
+
+        def sender(i: int) -> Callable[[], None]:
+            def run() -> None:
+                for n in range(60):
+                    value = b"s%d-%d" % (i, n)
+                    try:
+                        ledger.put(value, 0, producer.send(value, partition=0))
+                    except KeyboardInterrupt:
+                        with hits_lock:
+                            interrupted.append(value)
+
+            return run
+
+        run_threads([sender(i) for i in range(8)])
+        monkeypatch.setattr(group_commit, "ChainEnd", real_end)
+        assert producer.send(b"after", partition=0).offset == 8 * 60
+    assert len(hits) == 3
+    assert len(interrupted) == 3
+    assert len(ledger.answers) == 8 * 60 - 3
+    log = log_of(topic, 0)
+    assert sorted(log.values()) == sorted(
+        [b"s%d-%d" % (i, n) for i in range(8) for n in range(60)] + [b"after"]
+    )
+    ledger.check_against(topic, 1)
+
+
+@pytest.mark.usefixtures("restore_sigint")
+@pytest.mark.usefixtures("no_recheck")
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="SIGINT")
+def test_callers_chained_after_an_interrupted_caller_are_still_woken(
+    client: fencing.Client,
+) -> None:
+    """A user presses Ctrl-C while the main thread's send() waits queued, after its record was
+    taken into a call in flight made by another thread (the record then lands).
+
+    The main thread gets KeyboardInterrupt; the other callers answered by the same call return
+    as soon as it is answered."""
+    topic = client.topic("t", partitions=1)
+    with topic.producer() as producer:
+        producer.send(b"warm", partition=0)
+        standing = producer._standing[0]
+        gate = Gate(producer)
+        out: dict[bytes, Any] = {}
+        interrupted = threading.Event()
+        a_in_flight = threading.Event()
+        others: list[threading.Thread] = []
+        failures: list[str] = []
+
+        def controller() -> None:
+            try:
+                first = sender(producer, b"a", out)  # call 1, held in flight
+                others.append(first)
+                gate.wait_arrival()
+                a_in_flight.set()  # (only now may the main thread send: it queues behind)
+                wait_until(
+                    lambda: len(standing.queue) == 1, interval=0.001
+                )  # the main thread's send
+                others.extend(sender(producer, v, out) for v in (b"b", b"c"))
+                wait_until(lambda: len(standing.queue) == 3, interval=0.001)
+                gate.let_go()  # call 1 answered: its sender goes on with [main, b, c]
+                gate.wait_arrival()  # call 2 in flight, carrying the main thread's record
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+                assert interrupted.wait(10)
+                gate.active = False
+                gate.let_go()
+            except BaseException as exc:  # pragma: no cover - reported by the test
+                failures.append(repr(exc))
+                gate.active = False
+                gate.go.release(5)
+
+        control = threading.Thread(target=controller, daemon=True)
+        control.start()
+        assert a_in_flight.wait(10)
+        with pytest.raises(KeyboardInterrupt):
+            producer.send(b"main", partition=0)
+        interrupted.set()
+        control.join(10)
+        assert not failures, failures
+        deadline = time.monotonic() + 5
+        for t in others:
+            t.join(max(0.0, deadline - time.monotonic()))
+        stuck = sorted(v for v in (b"a", b"b", b"c") if v not in out)
+        assert not stuck, f"callers never woken after the interrupted one: {stuck}"
+    records = topic.reader(0, start_offset="earliest").read(max_records=10)
+    assert [r.value for r in records] == [b"warm", b"a", b"main", b"b", b"c"]
+    assert [out[v].offset for v in (b"a", b"b", b"c")] == [1, 3, 4]
+
+
+@pytest.mark.usefixtures("restore_sigint")
+def test_send_async_records_requeued_after_an_interrupted_flush_are_answered(
+    client: fencing.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user queues records with send_async() and calls flush(); Ctrl-C lands in flush() after it
+    took the records from the queue but before the call left (here: in merge_batches). The
+    records are put back at the head of the queue (never sent), and the user calls flush()
+    again.
+
+    The second flush() sends them; every future gets its metadata."""
+    topic = client.topic("t", partitions=1)
+    with topic.producer(linger_ms=60_000, batch_size=10**9) as producer:
+        futures = [producer.send_async(b"r%d" % i, partition=0) for i in range(3)]
+        real = group_commit.merge_batches
+        calls = 0
+
+        def interrupting(*args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(group_commit, "merge_batches", interrupting)
+        with pytest.raises(KeyboardInterrupt):
+            producer.flush()
+        assert not any(f.done() for f in futures)
+        try:
+            producer.flush()
+        finally:
+            monkeypatch.setattr(group_commit, "merge_batches", real)
+        done, _ = concurrent.futures.wait(futures, timeout=5)
+        assert len(done) == 3
+        assert [f.result().offset for f in futures] == [0, 1, 2]
+
+
+def test_an_interrupt_as_the_leader_lets_go_never_keeps_the_partition_lock(
+    client: fencing.Client,
+) -> None:
+    """A thread's send() leads (it holds the partition's lock and sends); its record lands; Ctrl-C
+    (or any async exception) arrives as it lets go, at the first instruction of the
+    ``self._wake_answered(standing)`` call before ``lock.release()`` in Producer._send's
+    finally.
+
+    The caller gets KeyboardInterrupt (its record landed) and the producer goes on: the next
+    send() on the partition is answered, close() returns."""
+    topic = client.topic("t", partitions=1)
+    producer = topic.producer()
+    standing = producer._standing[0]
+    real = producer._wake_answered
+    hit: list[str] = []
+
+    def interrupted_on_letting_go(s: Any) -> None:
+        if not hit and sys._getframe(1).f_code.co_name == "_send":
+            hit.append("x")
+            raise KeyboardInterrupt  # (what a SIGINT at this call's first instruction does)
+        real(s)
+
+    producer._wake_answered = interrupted_on_letting_go  # type: ignore[method-assign]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            producer.send(b"landed", partition=0)
+        assert hit
+        out: list[Any] = []
+        later = threading.Thread(
+            target=lambda: out.append(producer.send(b"later", partition=0)), daemon=True
+        )
+        later.start()
+        later.join(5)
+        assert out, "the partition's lock was kept by an interrupted leader: send() hangs"
+        assert out[0].offset == 1
+    finally:
+        if standing.lock.locked():
+            standing.lock.release()  # (so that close() does not hang the suite)
+        producer.close()
+    assert values_of(topic) == [b"landed", b"later"]
+
+
+def test_an_interrupt_while_futures_are_answered_leaves_none_unanswered(
+    client: fencing.Client,
+) -> None:
+    """A user queues three records with send_async() (the producer lingers) and calls flush() in
+    the main thread; the first future has a done callback, and Ctrl-C lands while it runs
+    (here the callback raises KeyboardInterrupt, as the default SIGINT handler does in
+    whatever code runs). The user catches it and calls flush() again.
+
+    Every record landed (offsets 0, 1, 2): every future gets its metadata, at the latest from
+    the second flush() (flush: "wait until each is answered")."""
+    topic = client.topic("t", partitions=1)
+    producer = topic.producer(linger_ms=60_000, batch_size=10**9)
+    try:
+        futures = [producer.send_async(b"r%d" % i, partition=0) for i in range(3)]
+        calls: list[int] = []
+
+        def callback(_: Any) -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+
+        futures[0].add_done_callback(callback)
+        with pytest.raises(KeyboardInterrupt):
+            producer.flush()
+        producer.flush()
+        _, not_done = concurrent.futures.wait(futures, timeout=3)
+        assert values_of(topic) == [b"r0", b"r1", b"r2"]  # every record landed
+        assert not not_done, f"{len(not_done)} future(s) of landed records never answered"
+        assert [f.result().offset for f in futures] == [0, 1, 2]
+    finally:
+        producer.close()
+
+
+def test_an_interrupt_as_the_condition_is_made_loses_no_wake_up() -> None:
+    """A thread waits for a send_async() future (result()); an interrupt (Ctrl-C in the main
+    thread, any async exception) arrives in _Future.__getattr__ just after the Condition was
+    stored in its slot and before ``self._made = True`` (CPython checks for signals after
+    the ``object.__setattr__`` call). The caller catches it and waits again; the sender then
+    answers the future.
+
+    The second wait returns the result as soon as the future is answered."""
+    future = threads.new_future()
+    target = line_of(threads._Future.__getattr__, 'if name == "_condition":')
+    code = threads._Future.__getattr__.__code__
+    took: list[float] = []
+    interrupted: list[bool] = []
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code is not code:
+            return None
+
+        def local(frame: Any, event: str, arg: Any) -> Any:
+            if event == "line" and frame.f_lineno == target:
+                sys.settrace(None)
+                raise KeyboardInterrupt  # (a signal handled right after the store)
+            return local
+
+        return local
+
+    def waiter() -> None:
+        sys.settrace(tracer)
+        try:
+            future.result(timeout=5)
+        except KeyboardInterrupt:
+            interrupted.append(True)
+        finally:
+            sys.settrace(None)
+        began = time.monotonic()
+        with contextlib.suppress(concurrent.futures.TimeoutError):
+            future.result(timeout=3)
+        took.append(time.monotonic() - began)
+
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    wait_until(lambda: bool(interrupted), 5, interval=0.001)
+    wait_until(lambda: "_condition" in dir(future) and waiting_on(future), 5, interval=0.001)
+    threads.settle(future, 42)
+    thread.join(10)
+    assert future.result(timeout=0) == 42
+    assert took and took[0] < 1.0, f"the waiter was never woken: it slept {took[0]:.2f}s"
+
+
+def test_a_signal_handler_that_cancels_futures_never_deadlocks() -> None:
+    """A program installs a signal handler that cancels its pending send_async() futures (a
+    graceful shutdown on SIGTERM/SIGINT). The signal arrives while the main thread makes a
+    future's Condition (concurrent.futures.wait() over many futures, add_done_callback,
+    result(): each makes one under the module lock _MAKING; the handler runs inside, at the
+    first instruction of threading.Condition.__init__).
+
+    The handler cancels the futures and the program goes on."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _REENTRANT_CHILD],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
+    try:
+        out, err = proc.communicate(timeout=8)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the main thread deadlocked on _MAKING inside its own signal handler")
+    assert proc.returncode == 0, err
+    assert out.strip() == "cancelled 3"
+
+
+@pytest.mark.usefixtures("no_recheck")
+def test_an_interrupt_after_the_wake_up_and_before_passing_it_on_strands_no_caller(
+    client: fencing.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three send() callers M, B, C queue behind a call in flight; the leader sends them as one
+    call and wakes them as a chain (M wakes B, B wakes C: group_commit.settle with
+    chain=True). M's caller is interrupted (Ctrl-C) just after its wait returned with its
+    answer, before it passed the chain on (here: at the first instruction of pass_on).
+
+    M's caller gets KeyboardInterrupt (its record landed); B and C return as soon as their call
+    is answered."""
+    topic = client.topic("t", partitions=1)
+    real_pass_on = group_commit.pass_on
+    hit: list[Any] = []
+
+    def interrupted(entry: Any) -> None:
+        if not hit and entry.parts[0] == b"m" and entry.done and not entry.abandoned:
+            hit.append(entry.then)  # (kept to wake the stranded callers after the test)
+            raise KeyboardInterrupt
+        real_pass_on(entry)
+
+    monkeypatch.setattr(group_commit, "pass_on", interrupted)
+    with topic.producer() as producer:
+        standing = producer._standing[0]
+        gate = Gate(producer)
+        out: dict[bytes, Any] = {}
+        workers = [sender(producer, b"a", out)]
+        gate.wait_arrival()  # A leads; its call is in flight
+        for n, value in enumerate((b"m", b"b", b"c"), 1):
+            workers.append(sender(producer, value, out))
+            wait_until(lambda n=n: len(standing.queue) == n, interval=0.001)
+        gate.active = False
+        gate.let_go()  # A's call answered: A sends [m, b, c] as one call, then the chain
+        try:
+            deadline = time.monotonic() + 5
+            for w in workers:
+                w.join(max(0.0, deadline - time.monotonic()))
+            assert len(hit) == 1
+            assert isinstance(out.get(b"m"), KeyboardInterrupt)
+            stuck = sorted(v for v in (b"a", b"b", b"c") if v not in out)
+            assert not stuck, f"callers chained after the interrupted one never woken: {stuck}"
+            assert [out[v].offset for v in (b"a", b"b", b"c")] == [0, 2, 3]
+        finally:
+            monkeypatch.setattr(group_commit, "pass_on", real_pass_on)
+            stranded = hit[0] if hit else None
+            while stranded is not None:  # (stranded ones: wake them, not in a minute)
+                stranded.event.set()
+                stranded = getattr(stranded, "then", None)
+    assert values_of(topic) == [b"a", b"m", b"b", b"c"]
+
+
+@pytest.mark.parametrize("window", ["merge_batches", "settle"])
+def test_an_interrupt_of_the_leader_outside_the_call_leaves_no_caller_hanging(
+    client: fencing.Client, monkeypatch: pytest.MonkeyPatch, window: str
+) -> None:
+    """Five threads queue sends behind a held lock; the one that leads is interrupted with a real
+    asynchronous KeyboardInterrupt (PyThreadState_SetAsyncExc) while it runs
+    ``group_commit.merge_batches`` (after ``take_group`` popped the group, before the ``try``
+    around the script call) or ``group_commit.settle`` (after the call returned).
+
+    The leader gets KeyboardInterrupt; each of the other four gets exactly one answer within
+    seconds (metadata, or OutcomeUnknown settled by the next send, as the README promises
+    for "a thread interrupted while it carried others' records"); a later send works and the
+    log verifies."""
+    topic = client.topic("t", partitions=1)
+    producer = topic.producer()
+    producer.send(b"first")
+    standing = producer._standing[0]
+    taken: list[list[Any]] = []
+    entered = threading.Event()
+    release = threading.Event()
+    original_take = fencing._group_commit.take_group
+    original = getattr(fencing._group_commit, window)
+
+    def take(*args: Any) -> Any:
+        group = original_take(*args)
+        taken.append(group)
+        return group
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        if not entered.is_set():
+            entered.set()
+            deadline = time.monotonic() + 5
+            while not release.is_set() and time.monotonic() < deadline:
+                pass  # pure Python: the asynchronous exception lands here
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(fencing._group_commit, "take_group", take)
+    monkeypatch.setattr(fencing._group_commit, window, slow)
+    answers: dict[int, list[object]] = {i: [] for i in range(5)}
+    leader: list[threading.Thread] = []
+
+    def send(i: int) -> None:
+        try:
+            answers[i].append(producer.send(b"v%d" % i))
+        except BaseException as exc:  # KeyboardInterrupt included
+            answers[i].append(exc)
+
+    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(5)]
+    assert standing.lock.acquire(timeout=5)
+    for t in threads:
+        t.start()
+    wait_until(lambda: len(standing.queue) == 5, interval=0.002, detail=stacks)
+    standing.lock.release()
+    producer._wake_head(standing)
+    try:
+        assert entered.wait(5)
+        (leader_thread,) = [t for t in threads if t.ident == holder_of(standing, threads)]
+        leader.append(leader_thread)
+        interrupt(leader_thread)
+        release.set()
+        deadline = time.monotonic() + 2.0  # an answer takes milliseconds; 0.5 s rechecks
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        hung = [i for i, t in enumerate(threads) if t.is_alive()]
+        assert not hung, f"callers {hung} hang; stacks:\n{stacks()}"
+        assert all(len(a) == 1 for a in answers.values()), answers
+        md = producer.send(b"after")
+        assert md.offset >= 1
+    finally:
+        release.set()
+        # Unstick whatever a failure left behind, so no thread spins for the rest of the run.
+        for group in taken:
+            for entry in group:
+                if not entry.done:
+                    entry.error = RuntimeError("unstuck by the test")
+                    entry.event.set()
+        for t in threads:
+            t.join(5)
+        producer.close()
+
+
+def test_an_interrupt_of_a_queued_thread_and_of_the_leader_during_its_call(
+    client: fencing.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KeyboardInterrupt (raised for real with PyThreadState_SetAsyncExc) into a thread
+    queued behind a call in flight: it gets the interrupt and its record is never sent.
+    Then one into the leader while it is inside its script call: it gets the interrupt,
+    each caller it carried gets exactly one OutcomeUnknown, and the next send settles the
+    batch (here it never left: ``last_resolution == (0, None)``)."""
+    topic = client.topic("t", partitions=1)
+    producer = topic.producer()
+    producer.send(b"first")
+    standing = producer._standing[0]
+    original = producer._execute
+    entered = threading.Event()
+    release = threading.Event()
+
+    def spinning(call: Any, durability: Any = None) -> Any:
+        if call.script.name == "append" and not entered.is_set():
+            entered.set()
+            deadline = time.monotonic() + 5
+            while not release.is_set() and time.monotonic() < deadline:
+                pass  # the asynchronous exception lands here, inside the call
+        return original(call, durability)
+
+    monkeypatch.setattr(producer, "_execute", spinning)
+    answers: dict[int, list[object]] = {i: [] for i in range(6)}
+
+    def send(i: int) -> None:
+        try:
+            answers[i].append(producer.send(b"v%d" % i))
+        except BaseException as exc:  # KeyboardInterrupt included
+            answers[i].append(exc)
+
+    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(6)]
+    try:
+        assert standing.lock.acquire(timeout=5)
+        for t in threads:
+            t.start()
+        wait_until(lambda: len(standing.queue) == 6, interval=0.002, detail=stacks)
+        interrupt(threads[2])  # queued: lands when its wait wakes up (<= 0.5 s)
+        threads[2].join(5)
+        assert isinstance(answers[2][0], KeyboardInterrupt), answers[2]
+        standing.lock.release()
+        producer._wake_head(standing)
+        assert entered.wait(5)
+        leader_ident = holder_of(standing, threads)
+        (leader,) = [t for t in threads if t.ident == leader_ident]
+        interrupt(leader)
+        release.set()
+        for t in threads:
+            t.join(5)
+        assert not [t for t in threads if t.is_alive()], stacks()
+        assert all(len(a) == 1 for a in answers.values()), answers
+        others = [i for i, t in enumerate(threads) if t is not leader and i != 2]
+        assert isinstance(answers[threads.index(leader)][0], KeyboardInterrupt)
+        assert all(isinstance(answers[i][0], fencing.OutcomeUnknown) for i in others), answers
+        assert standing.pending is not None
+        md = producer.send(b"after")
+        assert producer.last_resolution == (0, None)
+        assert md.offset == 1
+    finally:
+        release.set()
+        producer.close()
+    assert [r.value for r in topic.reader(0).read(max_records=100)] == [b"first", b"after"]
+
+
+def interrupt(thread: threading.Thread) -> None:
+    """Raise KeyboardInterrupt in ``thread`` (as a signal handler would in the main one)."""
+    n = ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread.ident or 0), ctypes.py_object(KeyboardInterrupt)
+    )
+    assert n == 1
+
+
+def holder_of(standing: Any, threads: list[threading.Thread]) -> int | None:
+    """The ident of the thread in ``threads`` whose stack is inside the producer's
+    ``_send_next`` (the leader)."""
+    frames = sys._current_frames()
+    for t in threads:
+        frame = frames.get(t.ident or 0)
+        while frame is not None:
+            if frame.f_code.co_name == "_send_next":
+                return t.ident
+            frame = frame.f_back
+    return None
+
+
+def line_of(function: Any, text: str) -> int:
+    lines, first = inspect.getsourcelines(function)
+    for i, line in enumerate(lines):
+        if text in line:
+            return first + i
+    raise AssertionError(f"{text!r} not in {function.__qualname__}")
+
+
+def waiting_on(future: Any) -> bool:
+    try:
+        condition = object.__getattribute__(future, "_condition")
+    except AttributeError:
+        return False
+    return bool(condition._waiters)
+
+
+_REENTRANT_CHILD = textwrap.dedent(
+    """
+    import signal, sys
+    from fencing._runtime.threads import primitives as p
+
+    pending = [p.new_future() for _ in range(3)]
+
+    def on_signal(signum, frame):
+        # A program's graceful shutdown: cancel what was not sent yet.
+        for f in pending:
+            f.cancel()
+
+    signal.signal(signal.SIGUSR1, on_signal)
+    real = p._LAZY["_condition"]
+
+    raised = []
+
+    def making():
+        # The signal arrives while a Condition is being made (CPython runs the handler at
+        # the first instruction of threading.Condition.__init__, under _MAKING). Once: the
+        # handler makes Conditions too.
+        if not raised:
+            raised.append(True)
+            signal.raise_signal(signal.SIGUSR1)
+        return real()
+
+    p._LAZY["_condition"] = making
+    waited = p.new_future()
+    waited.add_done_callback(lambda f: None)
+    print("cancelled", sum(f.cancelled() for f in pending), flush=True)
+    """
+)

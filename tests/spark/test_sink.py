@@ -1,0 +1,295 @@
+"""The Spark sink on a real local PySpark (``local[2,4]``: a failed task is retried), against
+both servers. Every test ends by reading the topic back from Redis: each row exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
+
+from pyspark import TaskContext  # noqa: E402
+from pyspark.errors import StreamingQueryException  # noqa: E402
+from pyspark.sql import functions as sf  # noqa: E402
+from pyspark.sql.types import StringType  # noqa: E402
+
+import fencing  # noqa: E402
+from fencing.spark import ForeachBatchSink  # noqa: E402
+
+from ..conftest import ServerInfo  # noqa: E402
+from ..support.logs import topic_values  # noqa: E402
+from ..support.spark import duplicates, make_session  # noqa: E402
+
+ROWS = 3000
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = make_session()
+    yield session
+    session.stop()
+
+
+
+def _write_inputs(folder: Path, files: int, per_file: int) -> list[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    values = []
+    for f in range(files):
+        with open(folder / f"part-{f:03d}.json", "w") as out:
+            for i in range(per_file):
+                v = f"f{f}-r{i}"
+                values.append(v)
+                out.write(json.dumps({"id": f * per_file + i, "v": v}) + "\n")
+    return values
+
+
+def fail_on_first_attempt(row_id: int) -> str:
+    """A UDF that raises mid-partition on attempt 0 of its task (upstream of the sink)."""
+    ctx = TaskContext.get()
+    if ctx is not None and ctx.attemptNumber() == 0 and row_id % 4000 == 2500:
+        raise RuntimeError(f"injected failure at row {row_id} on attempt 0")
+    return f"v{row_id}"
+
+
+def always_fail_partition_2(row_id: int) -> str:
+    """A UDF that raises in Spark partition 2 on every attempt, after some rows."""
+    ctx = TaskContext.get()
+    if ctx is not None and ctx.partitionId() == 2 and row_id % 1000 == 700:
+        raise RuntimeError("injected failure in partition 2")
+    return f"v{row_id}"
+
+
+def test_a_task_failing_upstream_midway_on_its_first_attempt_writes_every_row_once(
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo, tmp_path: Path
+) -> None:
+    # Rows reach the sink's worker in batches of about a thousand: a partition of 4,000
+    # failing at row 2,500 has had some of its rows written when its first attempt fails.
+    _write_inputs(tmp_path / "in", files=3, per_file=4000)
+    schema = "id LONG, v STRING"
+    udf = sf.udf(fail_on_first_attempt, StringType())
+    sink = ForeachBatchSink(
+        server.url,
+        "events",
+        app_id="etl",
+        value_col="out",
+        key_col="v",
+        namespace=namespace,
+        partitions=3,
+        chunk_records=100,
+    )
+    stream = (
+        spark.readStream.schema(schema)
+        .json(str(tmp_path / "in"))
+        .withColumn("out", udf(sf.col("id")))
+    )
+    query = (
+        stream.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(240)
+    assert query.exception() is None
+    values = topic_values(client, "events")
+    assert sorted(values) == sorted(f"v{i}".encode() for i in range(12_000))
+    assert duplicates(values) == {}
+    batch = sink.last_batch
+    assert batch is not None and batch.rows == 12_000
+    # The first attempts wrote rows before they failed: their retries found them written.
+    assert batch.duplicates > 0
+    assert batch.written == 12_000 - batch.duplicates
+
+
+def test_a_reset_checkpoint_under_the_same_app_id_is_refused_with_a_clear_error(
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo, tmp_path: Path
+) -> None:
+    _write_inputs(tmp_path / "in", files=2, per_file=200)
+
+    def run(new_lineage: bool = False) -> Any:
+        sink = ForeachBatchSink(
+            server.url,
+            "events",
+            app_id="etl",
+            value_col="v",
+            namespace=namespace,
+            partitions=2,
+            new_lineage=new_lineage,
+        )
+        query = (
+            spark.readStream.schema("id LONG, v STRING")
+            .json(str(tmp_path / "in"))
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        with contextlib.suppress(StreamingQueryException):
+            query.awaitTermination(240)
+        return query
+
+    first = run()
+    assert first.exception() is None
+    assert len(topic_values(client, "events")) == 400
+    shutil.rmtree(tmp_path / "ck")  # the checkpoint is lost: a new query id, batch ids from 0
+
+    refused = run()
+    error = str(refused.exception())
+    assert "CheckpointReset" in error
+    assert f"but this is query {refused.id}" in error
+    assert "pass a new app_id, or new_lineage=True" in error
+    assert len(topic_values(client, "events")) == 400  # nothing was written
+
+    # Asked for explicitly, a new lineage writes its batches (here: the same files again).
+    again = run(new_lineage=True)
+    assert again.exception() is None
+    assert len(topic_values(client, "events")) == 800
+
+
+def _batch(spark: Any, partitions: int) -> Any:
+    return (
+        spark.range(0, ROWS, numPartitions=partitions)
+        .withColumn("v", sf.concat(sf.lit("v"), sf.col("id").cast("string")))
+        .select("id", "v")
+    )
+
+
+def test_a_replay_with_another_partitioning_is_refused_or_deduplicated_never_doubled(
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo
+) -> None:
+    def sink() -> ForeachBatchSink:
+        return ForeachBatchSink(
+            server.url,
+            "events",
+            app_id="etl",
+            value_col="v",
+            namespace=namespace,
+            partitions=4,
+            query_id="query-1",
+            chunk_records=100,
+        )
+
+    # The first attempt of batch 7 dies midway: partition 2 fails on every attempt, so the
+    # job fails after partitions 0 and 1 (and part of 2) were written; the driver never
+    # marked the batch finished.
+    udf = sf.udf(always_fail_partition_2, StringType())
+    first = _batch(spark, 3).withColumn("v", udf(sf.col("id")))
+    with pytest.raises(Exception, match="injected failure in partition 2"):
+        sink()(first, 7)
+    written = topic_values(client, "events")
+    assert 2000 <= len(written) < ROWS
+    assert duplicates(written) == {}
+
+    # Replayed with another partition count: refused before any write.
+    with pytest.raises(fencing.NondeterministicBatch, match="first written with 3 Spark"):
+        sink()(_batch(spark, 5), 7)
+    # Replayed with the same count but other rows in each partition (hash partitioning
+    # instead of ranges): the replay's check finds it before any write.
+    reshuffled = _batch(spark, 3).repartition(3, "v")
+    with pytest.raises(fencing.NondeterministicBatch, match="replayed with other rows"):
+        sink()(reshuffled, 7)
+    assert sorted(topic_values(client, "events")) == sorted(written)
+
+    # The same partitioning: the rest is written, once.
+    done = sink()
+    done(_batch(spark, 3), 7)
+    values = topic_values(client, "events")
+    assert sorted(values) == sorted(f"v{i}".encode() for i in range(ROWS))
+    assert done.last_batch is not None
+    assert done.last_batch.status == "replayed"
+    assert done.last_batch.duplicates == len(written)
+
+    # Once finished, a replay of the batch writes nothing, whatever its partitioning.
+    late = sink()
+    late(_batch(spark, 6), 7)
+    assert late.last_batch is not None and late.last_batch.status == "skipped"
+    assert late.last_batch.duplicates == ROWS
+    assert sorted(topic_values(client, "events")) == sorted(values)
+
+
+def test_the_whole_row_as_json_with_keys_headers_and_partition_column(
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo
+) -> None:
+    df = (
+        spark.range(0, 40, numPartitions=2)
+        .withColumn("user", sf.concat(sf.lit("u"), (sf.col("id") % 3).cast("string")))
+        .withColumn("p", (sf.col("id") % 2).cast("int"))
+    )
+    sink = ForeachBatchSink(
+        server.url,
+        "rows",
+        app_id="etl",
+        headers_cols=("user",),
+        partition_col="p",
+        namespace=namespace,
+        partitions=2,
+        query_id="q",
+    )
+    sink(df, 0)
+    topic = client.topic("rows")
+    for p in (0, 1):
+        records = topic.reader(partition=p, start_offset=0).read(max_records=100)
+        assert len(records) == 20
+        for record in records:
+            row = json.loads(record.value)
+            assert row["p"] == p
+            assert record.headers == {"user": row["user"].encode()}
+    keyed = ForeachBatchSink(
+        server.url,
+        "keyed",
+        app_id="etl",
+        value_col="user",
+        key_col="user",
+        namespace=namespace,
+        partitions=4,
+        query_id="q",
+    )
+    keyed(df, 0)
+    t = client.topic("keyed")
+    for p in range(4):
+        for record in t.reader(partition=p, start_offset=0).read(max_records=100):
+            assert record.key is not None and t.partition_for(record.key) == p
+
+
+def test_bad_columns_are_refused_before_any_write(
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo
+) -> None:
+    df = _batch(spark, 2)
+    common: dict[str, Any] = {"namespace": namespace, "partitions": 1, "query_id": "q"}
+    with pytest.raises(fencing.InvalidArgument, match="'nope' is not a column"):
+        ForeachBatchSink(server.url, "bad", "etl", value_col="nope", **common)(df, 0)
+    with pytest.raises(fencing.InvalidArgumentType, match="'id' is a bigint column"):
+        ForeachBatchSink(server.url, "bad", "etl", value_col="id", **common)(df, 0)
+    with pytest.raises(fencing.InvalidArgumentType, match="partition_col"):
+        ForeachBatchSink(server.url, "bad", "etl", value_col="v", partition_col="v", **common)(
+            df, 0
+        )
+    with pytest.raises(fencing.SinkError, match="no streaming query id"):
+        ForeachBatchSink(server.url, "bad", "etl", value_col="v", namespace=namespace)(df, 0)
+    with pytest.raises(fencing.InvalidName):
+        ForeachBatchSink(server.url, "bad", "bad app id")
+    with pytest.raises(fencing.InvalidArgumentType):
+        ForeachBatchSink(server.url, "bad", "etl", headers_cols="v")
+    with pytest.raises(fencing.UnknownTopic):  # refused before anything, even the topic
+        client.topic("bad").open()
+
+
+def test_the_sink_is_refused_while_an_exclusive_producer_holds_the_topic(
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo
+) -> None:
+    topic = client.topic("held", partitions=1)
+    with topic.producer(access_mode=fencing.AccessMode.EXCLUSIVE) as holder:
+        holder.send(b"mine")
+        sink = ForeachBatchSink(
+            server.url, "held", "etl", value_col="v", namespace=namespace, query_id="q"
+        )
+        with pytest.raises(Exception, match="ProducerBusy"):
+            sink(_batch(spark, 1), 0)
+        holder.send(b"still mine")
+    assert topic_values(client, "held") == [b"mine", b"still mine"]

@@ -1,0 +1,136 @@
+"""The Spark sink's parts without a Spark session: its scripts called directly (a Spark
+partition that is not an index, a layout that does not match its parts, a new lineage
+interrupted between its begins), and the row encoding of a whole row as JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import fencing
+from fencing import _protocol as protocol
+from fencing._protocol.sink import CHAIN_START, Chunk, Lineage, chain
+from fencing._protocol.topic import EncodedBatch
+from fencing.spark import ForeachBatchSink
+from fencing.spark.rows import row_json
+
+from ..conftest import ServerInfo
+
+
+def execute(client: fencing.Client, call):  # type: ignore[no-untyped-def]
+    return client._driver(client.settings.socket_timeout).execute(call, client._budget_default())
+
+
+def chunk_of(sp: int, indexes: list[int], values: list[bytes]) -> Chunk:
+    h = CHAIN_START
+    hashes = []
+    for i, v in zip(indexes, values, strict=True):
+        h = chain(h, i, v, None, b"")
+        hashes.append(h)
+    return Chunk(
+        sp,
+        -1,
+        CHAIN_START,
+        indexes,
+        b"".join(hashes),
+        EncodedBatch(len(values), "0" * len(values), list(values), ""),
+    )
+
+
+def test_whole_row_json_keeps_the_field_names_of_a_struct_column() -> None:
+    # value_col=None writes the row as JSON; a struct column arrives as a pyspark Row (a
+    # tuple), which json.dumps encodes as a list before _json_default's asDict branch runs.
+    pyspark_sql = pytest.importorskip("pyspark.sql")
+    got = json.loads(row_json(("id", "s"), (1, pyspark_sql.Row(a=1, b="x"))))
+    assert got == {"id": 1, "s": {"a": 1, "b": "x"}}
+
+
+def test_sink_append_refuses_a_spark_partition_that_is_not_an_index(client: fencing.Client) -> None:
+    topic = client.topic("t", 1).open()
+    lin = Lineage("app", "q1", 0, 2)
+    pk = topic.partition_keys(0)
+    execute(
+        client, protocol.sink.begin(pk, lin, incarnation=topic.incarnation_of(0), new_lineage=False)
+    )
+    producer = topic.producer()
+    producer.open()
+    for bad in (-1, 7):  # below 0, and not below the batch's Spark partition count (2)
+        with pytest.raises(fencing.errors.FencingError):
+            producer._standing_call(
+                0,
+                lambda w, b=bad: protocol.sink.append(
+                    pk,
+                    lin,
+                    chunk_of(b, [0], [b"v"]),
+                    incarnation=topic.incarnation_of(0),
+                    seen_next=0,
+                    writer=w,
+                ),
+            )
+    producer.close()
+
+
+def test_sink_append_refuses_a_layout_that_does_not_match_its_parts(
+    client: fencing.Client, server: ServerInfo, namespace: str
+) -> None:
+    topic = client.topic("t", 1).open()
+    lin = Lineage("app", "q1", 0, 1)
+    pk = topic.partition_keys(0)
+    execute(
+        client, protocol.sink.begin(pk, lin, incarnation=topic.incarnation_of(0), new_lineage=False)
+    )
+    producer = topic.producer()
+    producer.open()
+    c = chunk_of(0, [0], [b"v"])
+    # one record of shape 0 (value only) but two parts: the extra part is silently dropped
+    bad = Chunk(
+        0, -1, CHAIN_START, c.indexes, c.hashes, EncodedBatch(1, "0", [b"v", b"stray-key"], "")
+    )
+    with pytest.raises(fencing.errors.FencingError):
+        producer._standing_call(
+            0,
+            lambda w: protocol.sink.append(
+                pk, lin, bad, incarnation=topic.incarnation_of(0), seen_next=0, writer=w
+            ),
+        )
+    producer.close()
+
+
+def test_new_lineage_interrupted_between_begins_is_not_refused_on_restart(
+    client: fencing.Client, server: ServerInfo
+) -> None:
+    # The README: "pass new_lineage=True once". The driver with new_lineage=True began batch 0
+    # of query q2 on partition 0 and died before partition 1; the restart without the flag is
+    # refused on partition 1 with CheckpointReset, although q2 already owns partition 0.
+    topic = client.topic("t", 2).open()
+    old = Lineage("app", "q1", 5, 1)
+    for t in range(2):
+        execute(
+            client,
+            protocol.sink.begin(
+                topic.partition_keys(t), old, incarnation=topic.incarnation_of(t), new_lineage=False
+            ),
+        )
+        execute(
+            client,
+            protocol.sink.finish(
+                topic.partition_keys(t), old, incarnation=topic.incarnation_of(t), rows=0
+            ),
+        )
+    new = Lineage("app", "q2", 0, 1)
+    execute(
+        client,
+        protocol.sink.begin(
+            topic.partition_keys(0), new, incarnation=topic.incarnation_of(0), new_lineage=True
+        ),
+    )
+    url = server.url
+    # restart, flag removed: the driver completes the lineage q2 began on partition 0
+    sink = ForeachBatchSink(url, "t", "app", namespace=client.namespace)
+    got = sink._begin(sink._open_topic(), new)
+    assert [g.status for g in got] == ["replay", "lineage"]
+    # a query that owns no partition is still refused
+    with pytest.raises(fencing.CheckpointReset):
+        sink._begin(sink._open_topic(), Lineage("app", "q3", 0, 1))
+    sink.close()
