@@ -27,6 +27,7 @@ from fencing import _protocol as protocol
 from fencing._keys import Keys, PartitionKeys
 from fencing._lua_loader import _build, lua_dir, script
 from fencing._protocol.topic import Sequenced
+from fencing._sync.metadata import metadata_of
 from fencing._sync.producer import Producer
 
 DECLINED = "FAST_PATH_DECLINED"
@@ -172,7 +173,7 @@ class Sender:
 
     @property
     def pk(self) -> PartitionKeys:
-        return self.topic.partition_keys(0)
+        return metadata_of(self.topic).partition_keys(0)
 
     def call(
         self,
@@ -193,7 +194,7 @@ class Sender:
         call = protocol.topic.append(
             self.pk,
             protocol.topic.encode_batch(records, self.topic.limits),
-            incarnation=incarnation or self.topic.incarnation_of(0),
+            incarnation=incarnation or metadata_of(self.topic).incarnation_of(0),
             seen_next=seen_next,
             expected_offset=expected,
             writer=writer,

@@ -58,12 +58,12 @@ from ..errors import (
     StateLost,
     Unavailable,
 )
+from .context import Context, context_of
 from .ownership import Ownership
 
 if TYPE_CHECKING:
     from .._retry import RetryBudget
     from .._runtime.tasks.keeper import Task
-    from .client import Client
 
 log = logging.getLogger(__name__)
 
@@ -524,7 +524,7 @@ class Election(ProcessBound):
 
     def __init__(
         self,
-        client: Client,
+        context: Context,
         name: str,
         candidate_id: str,
         ttl: float = 10.0,
@@ -536,7 +536,7 @@ class Election(ProcessBound):
         exit_on_loss: bool = False,
         acks: str = "leader",
     ) -> None:
-        self._client = client
+        self._context = context_of(context)  # (made by hand from a Client: its context)
         self.name = validate_name("election name", name)
         self.candidate_id = validate_label("candidate_id", candidate_id)
         self.ttl = validate_ttl(ttl)
@@ -573,11 +573,11 @@ class Election(ProcessBound):
         self.exit_on_loss = exit_on_loss
         #: What a won claim waits for before the term begins (``acks``).
         self.acks = Durability.of(acks).acks
-        self._keys = ElectionKeys.of(client.keys, self.name)
-        self._budget = client._budget_for_ttl(self.ttl)
+        self._keys = ElectionKeys.of(self._context.keys, self.name)
+        self._budget = self._context.budget_for_ttl(self.ttl)
         #: observe() reads with a short budget, so close() ends it within about a second
         #: even while Redis does not answer (a read is safe to give up on and repeat).
-        self._observe_budget = client._budget_for_ttl(min(self.ttl, OBSERVE_READ_TTL))
+        self._observe_budget = self._context.budget_for_ttl(min(self.ttl, OBSERVE_READ_TTL))
         self._lock = runtime.state_lock()
         self._terms: list[Leadership] = []
         self._observers: list[runtime.Event] = []
@@ -648,7 +648,7 @@ class Election(ProcessBound):
         wake = runtime.Event()
         with self._lock:
             self._observers.append(wake)
-        notifications = self._client._notifications
+        notifications = self._context.notifier
         subs = [
             notifications.subscribe(self._keys.changed_channel, lambda _d: wake.set()),
             notifications.subscribe(self._keys.target.released_channel, lambda _d: wake.set()),
@@ -722,13 +722,13 @@ class Election(ProcessBound):
     async def _peek(self, budget: RetryBudget | None = None) -> protocol.election.RowView:
         budget = budget or self._budget
         call = protocol.election.peek(self._keys.target.key, self._keys.candidates)
-        return await self._client._driver(budget.timeout).execute(call, budget)
+        return await self._context.driver(budget.timeout).execute(call, budget)
 
     async def _register(self, session: str, ttl_ms: int) -> None:
         call = protocol.election.candidate(
             self._keys, session=session, label=self.candidate_id, ttl_ms=ttl_ms
         )
-        await self._client._driver(self._budget.timeout).execute(call, self._budget)
+        await self._context.driver(self._budget.timeout).execute(call, self._budget)
 
     async def _win(self, timeout: float | None) -> Leadership:
         self._ready()
@@ -754,7 +754,7 @@ class Election(ProcessBound):
                 holder[0]._on_severed(grant, new_token)
 
         owner = Ownership(
-            self._client,
+            self._context,
             ELECTION_GROUP,
             self.candidate_id,
             self.ttl,
@@ -781,7 +781,7 @@ class Election(ProcessBound):
                     await self._register(owner.session, ttl_ms)
                     return True
 
-                refresh = self._client._keeper.schedule(self.ttl / 3, keep_registered)
+                refresh = self._context.keeper.schedule(self.ttl / 3, keep_registered)
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 grant = (await owner.claim(self.name, wait=True, timeout=left))[self.name]
             finally:
@@ -858,7 +858,7 @@ class Election(ProcessBound):
     async def _publish_change(self, message: str) -> None:
         # Only makes observers prompt: they re-check by server time anyway.
         try:
-            driver = self._client._driver(self._budget.timeout)
+            driver = self._context.driver(self._budget.timeout)
             await publish(driver.redis, self._keys.changed_channel, message)
         except Exception as exc:
             log.debug("redis-fencing: election %r: publish failed: %s", self.name, exc)

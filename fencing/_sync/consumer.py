@@ -34,13 +34,13 @@ from ..errors import (
     NotEnoughReplicas,
     StateLost,
 )
+from .metadata import TopicFace, TopicMetadata, metadata_of
 from .ownership import Ownership
-from .reader import Reader
+from .reader import Reader, StartOffset, open_reader
 
 if TYPE_CHECKING:
     from .._keys import PartitionKeys
     from .._runtime.threads.keeper import Task
-    from .topic import StartOffset, Topic
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def resource_of(topic: str, partition: int) -> str:
     return f"{topic}/{partition}"
 
 
-def _partitions(topic: Topic, partitions: object) -> list[int]:
+def _partitions(topic: TopicMetadata, partitions: object) -> list[int]:
     if isinstance(partitions, bool):
         raise InvalidArgumentType("partitions must be an int or a list of ints, got bool")
     if isinstance(partitions, int):
@@ -90,7 +90,7 @@ class Consumer(ProcessBound):
 
     def __init__(
         self,
-        topic: Topic,
+        topic: TopicFace,
         group: str,
         member_id: str,
         partitions: int | Iterable[int],
@@ -99,9 +99,11 @@ class Consumer(ProcessBound):
         ttl: float = 10.0,
         acks: str = "leader",
     ) -> None:
+        #: The topic it reads.
         self.topic = topic
+        self._meta = meta = metadata_of(topic)
         self.member_id = validate_label("member_id", member_id)
-        self._owner = Ownership(topic._client, group, self.member_id, validate_ttl(ttl), acks=acks)
+        self._owner = Ownership(meta.context, group, self.member_id, validate_ttl(ttl), acks=acks)
         self.group = self._owner.group
         self.ttl = self._owner.ttl
         if not (isinstance(start, int) and not isinstance(start, bool)) and start not in (
@@ -114,8 +116,8 @@ class Consumer(ProcessBound):
             )
         if isinstance(start, int):
             check_int("start", start)
-        self._parts = _partitions(topic, partitions)
-        self._keys: dict[int, PartitionKeys] = {p: topic.partition_keys(p) for p in self._parts}
+        self._parts = _partitions(meta, partitions)
+        self._keys: dict[int, PartitionKeys] = {p: meta.partition_keys(p) for p in self._parts}
         self._resources = {p: resource_of(topic.name, p) for p in self._parts}
         self._readers: dict[int, Reader] = {}
         self._renewal: Task | None = None
@@ -130,7 +132,7 @@ class Consumer(ProcessBound):
         """Claim the partitions and place the readers (made by :meth:`Topic.consumer`)."""
         if not isinstance(wait, bool):
             raise InvalidArgumentType(f"wait must be a bool, got {type(wait).__name__}")
-        topic = self.topic
+        topic = self._meta
         if isinstance(start, int):
             for p in self._parts:  # a bad offset is refused before anything is written
                 first, end = topic.offsets(p)
@@ -139,8 +141,8 @@ class Consumer(ProcessBound):
         try:
             self._owner.claim(list(self._resources.values()), wait=wait, timeout=timeout)
             for p in self._parts:
-                self._readers[p] = topic.reader(p, self._start_of(p, start))
-            self._renewal = topic._client._keeper.schedule(self.ttl / 3.0, self._renew)
+                self._readers[p] = open_reader(self.topic, p, self._start_of(p, start))
+            self._renewal = topic.context.keeper.schedule(self.ttl / 3.0, self._renew)
         except BaseException:
             self._owner.close()
             raise
@@ -221,9 +223,9 @@ class Consumer(ProcessBound):
                 pk,
                 session=self._owner.session,
                 grant=grant,
-                partition_incarnation=self.topic.incarnation_of(p),
+                partition_incarnation=self._meta.incarnation_of(p),
                 offset=wanted[p],
-                seen_next=self.topic.seen_next(p),
+                seen_next=self._meta.seen_next(p),
                 last=last[1] if last is not None and last[0] == grant.token else None,
             )
             owner = self._owner
@@ -246,10 +248,10 @@ class Consumer(ProcessBound):
 
         Any partition of the topic may be asked, owned or not.
         """
-        pk = self.topic.partition_keys(partition)
+        pk = self._meta.partition_keys(partition)
         self._check_process()
-        value = self.topic._driver().read(
-            protocol.consumer.committed(pk, self.group), self.topic.budget
+        value = self._meta.driver().read(
+            protocol.consumer.committed(pk, self.group), self._meta.budget
         )
         last = self._last_commit.get(pk.partition)
         if last is not None and (value is None or value < last[1]):
@@ -316,7 +318,7 @@ class Consumer(ProcessBound):
     def _owned(self, partition: object) -> int:
         p = check_int("partition", partition)
         if p not in self._keys:
-            self.topic.partition_keys(p)  # an unknown partition says so first
+            self._meta.partition_keys(p)  # an unknown partition says so first
             raise InvalidArgument(
                 f"this consumer owns partitions {self._parts} of topic {self.topic.name!r}, "
                 f"not {p}: open a consumer for it"
@@ -333,7 +335,7 @@ class Consumer(ProcessBound):
         committed = self.committed(partition)
         if committed is None:
             return "earliest"
-        first, end = self.topic.offsets(partition)
+        first, end = self._meta.offsets(partition)
         if committed > end:
             raise StateLost(
                 f"group {self.group!r} committed offset {committed} on partition {partition} "
@@ -408,3 +410,22 @@ class Consumer(ProcessBound):
                 exc,
             )
         return bool(self._owner.grants)
+
+
+def open_consumer(
+    topic: TopicFace,
+    group: str,
+    member_id: str,
+    partitions: int | Iterable[int],
+    start: Start,
+    *,
+    ttl: float,
+    wait: bool,
+    timeout: float | None,
+    acks: str,
+) -> Consumer:
+    """A consumer that owns ``partitions``, placed at ``start`` (what :meth:`Topic.consumer`
+    returns; the topic is open)."""
+    consumer = Consumer(topic, group, member_id, partitions, start=start, ttl=ttl, acks=acks)
+    consumer._open(start, wait=wait, timeout=timeout)
+    return consumer

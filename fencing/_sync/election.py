@@ -60,12 +60,12 @@ from ..errors import (
     StateLost,
     Unavailable,
 )
+from .context import Context, context_of
 from .ownership import Ownership
 
 if TYPE_CHECKING:
     from .._retry import RetryBudget
     from .._runtime.threads.keeper import Task
-    from .client import Client
 
 log = logging.getLogger(__name__)
 
@@ -526,7 +526,7 @@ class Election(ProcessBound):
 
     def __init__(
         self,
-        client: Client,
+        context: Context,
         name: str,
         candidate_id: str,
         ttl: float = 10.0,
@@ -538,7 +538,7 @@ class Election(ProcessBound):
         exit_on_loss: bool = False,
         acks: str = "leader",
     ) -> None:
-        self._client = client
+        self._context = context_of(context)  # (made by hand from a Client: its context)
         self.name = validate_name("election name", name)
         self.candidate_id = validate_label("candidate_id", candidate_id)
         self.ttl = validate_ttl(ttl)
@@ -575,11 +575,11 @@ class Election(ProcessBound):
         self.exit_on_loss = exit_on_loss
         #: What a won claim waits for before the term begins (``acks``).
         self.acks = Durability.of(acks).acks
-        self._keys = ElectionKeys.of(client.keys, self.name)
-        self._budget = client._budget_for_ttl(self.ttl)
+        self._keys = ElectionKeys.of(self._context.keys, self.name)
+        self._budget = self._context.budget_for_ttl(self.ttl)
         #: observe() reads with a short budget, so close() ends it within about a second
         #: even while Redis does not answer (a read is safe to give up on and repeat).
-        self._observe_budget = client._budget_for_ttl(min(self.ttl, OBSERVE_READ_TTL))
+        self._observe_budget = self._context.budget_for_ttl(min(self.ttl, OBSERVE_READ_TTL))
         self._lock = runtime.state_lock()
         self._terms: list[Leadership] = []
         self._observers: list[runtime.Event] = []
@@ -650,7 +650,7 @@ class Election(ProcessBound):
         wake = runtime.Event()
         with self._lock:
             self._observers.append(wake)
-        notifications = self._client._notifications
+        notifications = self._context.notifier
         subs = [
             notifications.subscribe(self._keys.changed_channel, lambda _d: wake.set()),
             notifications.subscribe(self._keys.target.released_channel, lambda _d: wake.set()),
@@ -724,13 +724,13 @@ class Election(ProcessBound):
     def _peek(self, budget: RetryBudget | None = None) -> protocol.election.RowView:
         budget = budget or self._budget
         call = protocol.election.peek(self._keys.target.key, self._keys.candidates)
-        return self._client._driver(budget.timeout).execute(call, budget)
+        return self._context.driver(budget.timeout).execute(call, budget)
 
     def _register(self, session: str, ttl_ms: int) -> None:
         call = protocol.election.candidate(
             self._keys, session=session, label=self.candidate_id, ttl_ms=ttl_ms
         )
-        self._client._driver(self._budget.timeout).execute(call, self._budget)
+        self._context.driver(self._budget.timeout).execute(call, self._budget)
 
     def _win(self, timeout: float | None) -> Leadership:
         self._ready()
@@ -756,7 +756,7 @@ class Election(ProcessBound):
                 holder[0]._on_severed(grant, new_token)
 
         owner = Ownership(
-            self._client,
+            self._context,
             ELECTION_GROUP,
             self.candidate_id,
             self.ttl,
@@ -783,7 +783,7 @@ class Election(ProcessBound):
                     self._register(owner.session, ttl_ms)
                     return True
 
-                refresh = self._client._keeper.schedule(self.ttl / 3, keep_registered)
+                refresh = self._context.keeper.schedule(self.ttl / 3, keep_registered)
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 grant = (owner.claim(self.name, wait=True, timeout=left))[self.name]
             finally:
@@ -860,7 +860,7 @@ class Election(ProcessBound):
     def _publish_change(self, message: str) -> None:
         # Only makes observers prompt: they re-check by server time anyway.
         try:
-            driver = self._client._driver(self._budget.timeout)
+            driver = self._context.driver(self._budget.timeout)
             publish(driver.redis, self._keys.changed_channel, message)
         except Exception as exc:
             log.debug("redis-fencing: election %r: publish failed: %s", self.name, exc)

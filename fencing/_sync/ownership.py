@@ -42,9 +42,9 @@ from ..errors import (
     StateLost,
     Unavailable,
 )
+from .context import Context, context_of
 
 if TYPE_CHECKING:
-    from .client import Client
     from .driver import Driver
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class Ownership(ProcessBound):
 
     def __init__(
         self,
-        client: Client,
+        context: Context,
         group: str,
         owner_id: str,
         ttl: float,
@@ -78,7 +78,7 @@ class Ownership(ProcessBound):
         acks: str = "leader",
         _allow_reserved: bool = False,
     ) -> None:
-        self._client = client
+        self._context = context_of(context)  # (made by hand from a Client: its context)
         self.group = validate_name("group", group, allow_reserved=_allow_reserved)
         self.owner_id = validate_label("owner_id", owner_id)
         self.ttl = validate_ttl(ttl)
@@ -87,7 +87,7 @@ class Ownership(ProcessBound):
         #: Set when a notification says one of this handle's grants was severed.
         self.severed = runtime.Event()
         self._ttl_ms = max(1, round(self.ttl * 1000))
-        self._budget = client._budget_for_ttl(self.ttl)
+        self._budget = self._context.budget_for_ttl(self.ttl)
         #: What a claim waits for before it is granted here (``acks``, see the README).
         self.durability = Durability.of(acks, timeout=self._budget.timeout / 2)
         self._lock = runtime.state_lock()
@@ -160,7 +160,7 @@ class Ownership(ProcessBound):
             raise InvalidArgumentType(f"wait must be a bool, got {type(wait).__name__}")
         deadline = None if limit is None else time.monotonic() + limit
         self._ready()
-        self._client._check_durability(self.durability)
+        self._context.check_durability(self.durability)
         targets = self._ordered(names)
         if gen:
             self._refuse_stale(targets, gen)
@@ -170,8 +170,7 @@ class Ownership(ProcessBound):
                 t.resource
                 for t in targets
                 if t.resource in self._grants
-                and self._superseded.get(t.resource, (None, 0))[0]
-                != self._grants[t.resource].token
+                and self._superseded.get(t.resource, (None, 0))[0] != self._grants[t.resource].token
             }
         taken: list[Grant] = []
         result: dict[str, Grant] = {}
@@ -336,15 +335,15 @@ class Ownership(ProcessBound):
                 "this ownership handle is closed: open a new one with client.ownership(...)"
             )
         if check_safe:
-            self._client._ensure_safe(self._budget)
+            self._context.ensure_safe(self._budget)
 
     def _driver(self) -> Driver:
-        return self._client._driver(self._budget.timeout)
+        return self._context.driver(self._budget.timeout)
 
     def _target(self, resource: str) -> Target:
         target = self._targets.get(resource)
         if target is None:
-            target = Target.of(self._client.keys, self.group, resource)
+            target = Target.of(self._context.keys, self.group, resource)
             self._targets[resource] = target
         return target
 
@@ -376,7 +375,7 @@ class Ownership(ProcessBound):
     ) -> Grant:
         def attempt() -> Grant:
             call = protocol.ownership.claim(
-                self._client.keys,
+                self._context.keys,
                 target,
                 session=self.session,
                 label=self.owner_id,
@@ -416,7 +415,7 @@ class Ownership(ProcessBound):
         # Subscribe first, then try again: a release between the refused attempt and the
         # subscription cannot be missed. Then sleep until the holder's lease ends by server
         # time (told by the refusal) or a release notification arrives.
-        with self._client._notifications.subscribe(target.released_channel) as sub:
+        with self._context.notifier.subscribe(target.released_channel) as sub:
             self._wait_sub = sub
             try:
                 while True:
@@ -521,7 +520,7 @@ class Ownership(ProcessBound):
         """Listen on this session's "severed" channel of ``target`` (in its slot, so a
         sharded message of the claim that severs us reaches us on a cluster too)."""
         if target.resource not in self._session_subs:
-            sub = self._client._notifications.subscribe(
+            sub = self._context.notifier.subscribe(
                 target.session_channel(self.session), self._on_session_message
             )
             with self._lock:

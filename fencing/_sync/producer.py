@@ -60,11 +60,11 @@ from ..errors import (
     Unavailable,
     UnknownProducerId,
 )
+from .metadata import TopicFace, metadata_of
 
 if TYPE_CHECKING:
     from .._runtime.threads.keeper import Task
     from .._runtime.threads.notify import Subscription
-    from .topic import Topic
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -171,7 +171,7 @@ class Producer(ProcessBound):
 
     def __init__(
         self,
-        topic: Topic,
+        topic: TopicFace,
         access_mode: AccessMode = AccessMode.SHARED,
         name: str | None = None,
         *,
@@ -209,7 +209,10 @@ class Producer(ProcessBound):
             raise InvalidArgumentType(
                 f"access_mode must be a fencing.AccessMode, got {type(access_mode).__name__}"
             )
+        #: The topic it appends to.
         self.topic = topic
+        self._meta = metadata_of(topic)
+        self._context = self._meta.context
         self.access_mode = access_mode
         self.name = None if name is None else validate_name("producer name", name)
         self.lease_ttl = validate_ttl(lease_ttl, "lease_ttl")
@@ -229,7 +232,7 @@ class Producer(ProcessBound):
         #: The producer's identity: drawn now, never shared with another producer object.
         self.session = secrets.token_hex(16)
         self._ttl_ms = max(1, round(self.lease_ttl * 1000))
-        self._budget = topic._client._budget_for_ttl(self.lease_ttl)
+        self._budget = self._context.budget_for_ttl(self.lease_ttl)
         #: What each send waits for (``acks``): at most half a socket timeout, so the wait
         #: ends (short, and says so) before the read of its reply could time out.
         self.durability = Durability.of(acks, timeout=self._budget.timeout / 2)
@@ -282,15 +285,15 @@ class Producer(ProcessBound):
         with self._lock:
             if self._opened:
                 return self
-            topic = self.topic
-            topic.open()
-            topic._client._check_durability(self.durability)
+            meta = self._meta
+            meta.open()
+            self._context.check_durability(self.durability)
             if self.resume is not None:
                 self._check_history(self.resume)
-                topic._client._check_producer_id(self.resume.producer_id)
+                self._context.check_producer_id(self.resume.producer_id)
                 self._producer_id = self.resume.producer_id
             else:
-                self._producer_id = topic._client._allocate_producer_id()
+                self._producer_id = self._context.allocate_producer_id()
             ticket = None
             if self.name is not None or self.resume is not None:
                 # One ticket for the whole topic orders this open against any other of the
@@ -300,16 +303,16 @@ class Producer(ProcessBound):
                 named = self.name if self.resume is None else self.name or self.resume.name
                 ticket = self._execute(
                     protocol.producer.producer_ticket(
-                        topic._meta_key,
-                        topic.name,
-                        incarnation=topic.incarnation,
+                        meta.meta_key,
+                        meta.name,
+                        incarnation=meta.incarnation,
                         name=named,
                         pid=self._producer_id,
                     )
                 )
                 if self.resume is None:
                     self._producer_id = ticket.pid  # a name's racing first opens agree
-            parts = [topic.partition_keys(p) for p in range(topic.partitions)]
+            parts = [meta.partition_keys(p) for p in range(meta.partitions)]
             ordered = sorted(parts, key=lambda k: (slot_of(k.owner), k.partition))
             deadline = None if self.wait_timeout is None else time.monotonic() + self.wait_timeout
             try:
@@ -320,7 +323,7 @@ class Producer(ProcessBound):
                 for pk, opened in zip(ordered, ids, strict=True):
                     self._standing[pk.partition] = self._register(pk, deadline, opened)
                     if self._renewal is None:
-                        self._renewal = topic._client._keeper.schedule(
+                        self._renewal = self._context.keeper.schedule(
                             self.lease_ttl / 3.0, self._renew_all
                         )
             except BaseException:
@@ -336,7 +339,7 @@ class Producer(ProcessBound):
         """Refuse, before any write, a saved state of another store history (G9): one whose
         partitions were recreated since it was saved (FLUSHALL, a restart without
         persistence), where its PID may now be another producer's."""
-        topic = self.topic
+        topic = self._meta
         if resume.topic != topic.name:
             return  # (refused with its own message by the producer's argument checks)
         for p, saved in sorted(resume.incarnations.items()):
@@ -369,7 +372,7 @@ class Producer(ProcessBound):
             resume_generation=None if resume is None else resume.generations.get(pk.partition, 0),
             resume_next_sequence=None if resume is None else resume.next_sequence(pk.partition),
             session=self.session,
-            incarnation=self.topic.incarnation_of(pk.partition),
+            incarnation=self._meta.incarnation_of(pk.partition),
             ticket=ticket,
         )
         return self._execute(call)
@@ -421,7 +424,7 @@ class Producer(ProcessBound):
             seen_incarnation=seen,
             wgen=wgen,
             session_channel_prefix=pk.session_prefix,
-            partition_incarnation=self.topic.incarnation_of(pk.partition),
+            partition_incarnation=self._meta.incarnation_of(pk.partition),
             named=self.name is not None,
         )
 
@@ -432,16 +435,16 @@ class Producer(ProcessBound):
         # least every ttl/3; between them sleep until the lease in the way ends (server
         # time, told by the script) or a release notification arrives.
         wgen, inc = opened.wgen, opened.incarnation
-        notifier = self.topic._client._notifications
+        notifier = self._context.notifier
         try:
             with notifier.subscribe(pk.released) as sub:
                 self._wait_sub = sub
                 while True:
                     if self._closed:
                         raise ProducerBusy(
-                            f"partition {pk.partition} of topic {self.topic.name!r}: the "
+                            f"partition {pk.partition} of topic {self._meta.name!r}: the "
                             "producer was closed while it waited",
-                            topic=self.topic.name,
+                            topic=self._meta.name,
                             partition=pk.partition,
                             reason="closed",
                             remaining=0.0,
@@ -454,10 +457,10 @@ class Producer(ProcessBound):
                         left = deadline - time.monotonic()
                         if left <= 0:
                             raise ProducerBusy(
-                                f"partition {pk.partition} of topic {self.topic.name!r}: still "
+                                f"partition {pk.partition} of topic {self._meta.name!r}: still "
                                 f"queued (position {opened.position}) after wait_timeout="
                                 f"{self.wait_timeout}s",
-                                topic=self.topic.name,
+                                topic=self._meta.name,
                                 partition=pk.partition,
                                 reason="waiting",
                                 remaining=opened.remaining_ms / 1000.0,
@@ -485,7 +488,7 @@ class Producer(ProcessBound):
             except Unavailable:
                 log.warning(
                     "redis-fencing: renewing %s partition %d failed; trying again",
-                    self.topic.name,
+                    self._meta.name,
                     standing.pk.partition,
                 )
         return True
@@ -502,7 +505,7 @@ class Producer(ProcessBound):
             pid=standing.pid,
             pid_generation=standing.generation,
             name=self.name,
-            partition_incarnation=self.topic.incarnation_of(standing.pk.partition),
+            partition_incarnation=self._meta.incarnation_of(standing.pk.partition),
         )
 
     def _fence(self, exc: FencingError) -> None:
@@ -583,7 +586,7 @@ class Producer(ProcessBound):
         """The epoch this producer holds (or registered under) on ``partition``."""
         if not self._opened:
             runtime.require_open(self)
-        pk = self.topic.partition_keys(partition)
+        pk = self._meta.partition_keys(partition)
         return self._standing[pk.partition].writer.epoch
 
     @property
@@ -606,7 +609,7 @@ class Producer(ProcessBound):
         Without ``partition`` the key picks one (Kafka's murmur2); records without a key go
         round-robin. ``expected_offset`` needs an explicit partition unless the topic has one.
         """
-        entry = group_commit.encode_one(value, key, headers, self.topic.limits, expected_offset)
+        entry = group_commit.encode_one(value, key, headers, self._meta.limits, expected_offset)
         if partition is None:
             partition = self._choose_partition(
                 None if key is None else entry.parts[1], expected_offset
@@ -631,7 +634,7 @@ class Producer(ProcessBound):
         if not self._opened or self._closed:
             self.open()  # opens, or raises for a closed producer
         records_list = self._batch(records)
-        batch = protocol.topic.encode_batch(records_list, self.topic.limits, checksum=False)
+        batch = protocol.topic.encode_batch(records_list, self._meta.limits, checksum=False)
         if partition is None:
             partition = self._batch_partition(records_list, expected_offset)
         return self._send(Entry.of(batch, expected_offset), partition)
@@ -693,7 +696,7 @@ class Producer(ProcessBound):
         partition)."""
         standing = self._standing.get(partition) if type(partition) is int else None
         if standing is None:
-            standing = self._standing[self.topic.partition_keys(partition).partition]
+            standing = self._standing[self._meta.partition_keys(partition).partition]
         return standing
 
     def _lead(self, standing: _Standing, entry: Entry) -> None:
@@ -811,7 +814,7 @@ class Producer(ProcessBound):
         if self._moves(standing):
             self._adopt_pid(standing)  # a fresh PID was taken on another partition
         with standing.guard:
-            group = group_commit.take_group(standing.queue, self.topic.limits, runtime.claim_future)
+            group = group_commit.take_group(standing.queue, self._meta.limits, runtime.claim_future)
         if not group:
             return
         done = _Progress()
@@ -824,7 +827,7 @@ class Producer(ProcessBound):
             raise
 
     def _send_group(self, standing: _Standing, group: list[Entry], done: _Progress) -> None:
-        topic = self.topic
+        topic = self._meta
         batch = group_commit.merge_batches(group)
         p = standing.pk.partition
         idempotent = self.idempotent
@@ -928,7 +931,7 @@ class Producer(ProcessBound):
         with standing.guard:  # (as pass_on: a caller giving up now is chained or not)
             head = group_commit.settle(
                 group,
-                topic=self.topic.name,
+                topic=self._meta.name,
                 partition=standing.pk.partition,
                 first_offset=appended.first_offset,
                 epoch=epoch,
@@ -961,12 +964,12 @@ class Producer(ProcessBound):
         with self._rekey:
             old = standing.pid
             if old == self._producer_id:
-                fresh = self.topic._client._allocate_producer_id()
+                fresh = self._context.allocate_producer_id()
                 log.info(
                     "redis-fencing: producer %d of topic %r was idle past its state's expiry "
                     "on partition %d: it goes on as producer %d",
                     old,
-                    self.topic.name,
+                    self._meta.name,
                     standing.pk.partition,
                     fresh,
                 )
@@ -997,7 +1000,7 @@ class Producer(ProcessBound):
                 assert done.batch is not None
                 if self.idempotent:
                     standing.next_sequence += done.batch.count
-                self.topic.saw_next(
+                self._meta.saw_next(
                     standing.pk.partition, done.appended.first_offset + done.batch.count
                 )
             self._answer(standing, group, done.appended)  # it landed: every answer is known
@@ -1021,7 +1024,7 @@ class Producer(ProcessBound):
 
     def _carried_unknown(self, p: int) -> OutcomeUnknown:
         return OutcomeUnknown(
-            f"the send on partition {p} of topic {self.topic.name!r} that carried these "
+            f"the send on partition {p} of topic {self._meta.name!r} that carried these "
             "records was interrupted in the thread or task that sent it, after it may have "
             f"reached Redis. The producer resolves it before its next send on partition {p} "
             f"(or call producer.resolve({p}))"
@@ -1093,7 +1096,7 @@ class Producer(ProcessBound):
             self.open()
         self._check_process()
         future: runtime.Future[RecordMetadata] = runtime.new_future()
-        entry = group_commit.encode_one(value, key, headers, self.topic.limits, future=future)
+        entry = group_commit.encode_one(value, key, headers, self._meta.limits, future=future)
         if partition is None:
             partition = self._choose_partition(None if key is None else entry.parts[1], None)
         standing = self._standing_of(partition)
@@ -1196,7 +1199,7 @@ class Producer(ProcessBound):
         if not self._opened or self._closed:
             self.open()
         self._check_process()
-        standing = self._standing[self.topic.partition_keys(partition).partition]
+        standing = self._standing[self._meta.partition_keys(partition).partition]
         with self._holding(standing):
             if self._fenced is not None:
                 raise self._fenced
@@ -1218,7 +1221,7 @@ class Producer(ProcessBound):
         :class:`~fencing.NotEnoughReplicas` if that falls short.
         """
         self._check_process()
-        pk = self.topic.partition_keys(partition)
+        pk = self._meta.partition_keys(partition)
         standing = self._standing[pk.partition]
         with self._holding(standing):
             if standing.pending is None:
@@ -1244,7 +1247,7 @@ class Producer(ProcessBound):
             last_seq=pending.first_sequence + pending.records - 1,
             checksum=pending.checksum,
             session=self.session,
-            incarnation=self.topic.incarnation_of(pk.partition),
+            incarnation=self._meta.incarnation_of(pk.partition),
             pending_ms=round((time.monotonic() - pending.sent_at) * 1000),
             fresh=pending.fresh,
         )
@@ -1267,7 +1270,7 @@ class Producer(ProcessBound):
         if resolved.landed:
             epoch = standing.writer.epoch
             result = [
-                RecordMetadata(self.topic.name, pk.partition, resolved.first_offset + i, epoch)
+                RecordMetadata(self._meta.name, pk.partition, resolved.first_offset + i, epoch)
                 for i in range(pending.records)
             ]
         self.last_resolution = (pk.partition, result)
@@ -1318,12 +1321,12 @@ class Producer(ProcessBound):
                     f"producer.resolve({p}) first, then save the state"
                 )
         return ProducerState(
-            topic=self.topic.name,
+            topic=self._meta.name,
             producer_id=self._producer_id,
             name=self.name,
             generations={p: 0 if p in moved else s.generation for p, s in self._standing.items()},
             sequences={p: 0 if p in moved else s.next_sequence for p, s in self._standing.items()},
-            incarnations={p: self.topic.incarnation_of(p) for p in self._standing},
+            incarnations={p: self._meta.incarnation_of(p) for p in self._standing},
         )
 
     # -- internals ---------------------------------------------------------------------------
@@ -1331,7 +1334,7 @@ class Producer(ProcessBound):
     def _execute(
         self, call: protocol.ScriptCall[T], durability: Durability | None = None
     ) -> T:
-        driver = self.topic._client._driver(self._budget.timeout)
+        driver = self._context.driver(self._budget.timeout)
         return driver.execute(call, self._budget, durability)
 
     def _batch(self, records: Iterable[Record | bytes | str]) -> list[Record]:
@@ -1359,7 +1362,7 @@ class Producer(ProcessBound):
             return 0
         if expected_offset is not None:
             raise InvalidArgument(
-                f"expected_offset needs an explicit partition: topic {self.topic.name!r} has "
+                f"expected_offset needs an explicit partition: topic {self._meta.name!r} has "
                 f"{n} partitions"
             )
         if key is not None:
@@ -1368,6 +1371,6 @@ class Producer(ProcessBound):
 
     def __repr__(self) -> str:
         return (
-            f"<fencing.Producer topic={self.topic.name!r} mode={self.access_mode.name} "
+            f"<fencing.Producer topic={self._meta.name!r} mode={self.access_mode.name} "
             f"id={self._producer_id} session={self.session[:8]}…>"
         )

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from .. import _protocol as protocol
 from .._record import Record
 from .._validate import check_int, read_limits
 from ..errors import InvalidArgument, StateLost
+from .metadata import TopicFace, metadata_of
 
-if TYPE_CHECKING:
-    from .topic import StartOffset, Topic
+#: Where a reader starts: an offset, "earliest" (the first retained record) or "latest".
+StartOffset = int | Literal["earliest", "latest"]
 
 _TAIL_BLOCK_MS = 1_000
 #: The most records one read of an iterated reader asks for (records of 4 KiB or less).
@@ -42,15 +43,17 @@ class Reader:
     ...     handle(record)
     """
 
-    def __init__(self, topic: Topic, partition: int) -> None:
+    def __init__(self, topic: TopicFace, partition: int) -> None:
+        #: The topic it reads.
         self.topic = topic
-        self._pk = topic.partition_keys(partition)
+        self._meta = metadata_of(topic)
+        self._pk = self._meta.partition_keys(partition)
         self.partition = self._pk.partition
         self._position = 0
 
     def _start(self, start_offset: StartOffset) -> None:
         """Place the reader at ``start_offset`` (made by :meth:`Topic.reader`)."""
-        start, end = self.topic.offsets(self.partition)
+        start, end = self._meta.offsets(self.partition)
         if start_offset == "earliest":
             position = start
         elif start_offset == "latest":
@@ -77,7 +80,7 @@ class Reader:
         the next offset.
         """
         position = check_int("offset", offset)
-        start, end = self.topic.offsets(self.partition)
+        start, end = self._meta.offsets(self.partition)
         if not start <= position <= end:
             raise protocol.topic.out_of_range(self._pk, position, start, end)
         self._position = position
@@ -98,7 +101,7 @@ class Reader:
             # Blocks in steps shorter than the socket timeout, so a blocking read uses the
             # topic's own connections (no pool per block_ms) and a dead server is noticed
             # within one step; each step re-checks the partition (G9).
-            step_ms = max(1, int(self.topic.budget.timeout * 500))
+            step_ms = max(1, int(self._meta.budget.timeout * 500))
             deadline = time.monotonic() + block / 1000.0
             while not records:
                 left_ms = int((deadline - time.monotonic()) * 1000)
@@ -110,11 +113,11 @@ class Reader:
         return records
 
     def _fetch(self, count: int, block_ms: int) -> list[Record]:
-        topic = self.topic
+        topic = self._meta
         call = protocol.topic.read(self._pk, self._position, count, block_ms=block_ms)
         seen = topic.seen_next(self.partition)
-        batch = topic._driver().read(call, topic.budget)
-        topic._check_partition(self._pk, batch.partition, seen)
+        batch = topic.driver().read(call, topic.budget)
+        topic.check_partition(self._pk, batch.partition, seen)
         if batch.incarnation_after != topic.incarnation_of(self.partition):
             raise StateLost(
                 f"partition {self.partition} of topic {topic.name!r} was recreated while it "
@@ -161,3 +164,11 @@ class Reader:
             f"<fencing.Reader topic={self.topic.name!r} partition={self.partition} "
             f"position={self._position}>"
         )
+
+
+def open_reader(topic: TopicFace, partition: int, start_offset: StartOffset) -> Reader:
+    """A reader of ``partition`` placed at ``start_offset`` (what :meth:`Topic.reader`
+    returns; the topic is open)."""
+    reader = Reader(topic, partition)
+    reader._start(start_offset)
+    return reader

@@ -10,34 +10,22 @@ at offset ``o`` is the stream entry ``0-(o+1)`` (G6), so seeking is one O(log n)
 
 from __future__ import annotations
 
-import logging
-import secrets
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Literal
 
-from .. import _forks as forks
 from .. import _protocol as protocol
-from .._keys import PartitionKeys, slot_of, validate_name
+from .._keys import validate_name
 from .._modes import AccessMode
-from .._partitioner import partition_for_key
-from .._protocol.topic import DEFAULT_DEDUP_WINDOW, MAX_DEDUP_WINDOW, PartitionInfo, TopicInfo
+from .._protocol.topic import MAX_DEDUP_WINDOW
 from .._record import DEFAULT_LIMITS, Limits
 from .._runtime.threads import primitives as runtime
 from .._state import ProducerState
 from .._validate import check_int, validate_state_ttl
-from ..errors import InvalidArgument, StateLost
-from .consumer import Consumer
+from ..errors import InvalidArgument
+from .consumer import Consumer, open_consumer
+from .context import Context
+from .metadata import TopicMetadata, bind
 from .producer import Producer
-from .reader import Reader
-
-if TYPE_CHECKING:
-    from .._retry import RetryBudget
-    from .client import Client
-    from .driver import Driver
-
-StartOffset = int | Literal["earliest", "latest"]
-
-log = logging.getLogger(__name__)
+from .reader import Reader, StartOffset, open_reader
 
 
 class Topic:
@@ -68,7 +56,7 @@ class Topic:
 
     def __init__(
         self,
-        client: Client,
+        context: Context,
         name: str,
         partitions: int | None = None,
         *,
@@ -79,7 +67,6 @@ class Topic:
         producer_state_ttl: float | None = None,
         dedup_window: int | None = None,
     ) -> None:
-        self._client = client
         self.name = validate_name("topic", name)
         if partitions is not None:
             check_int("partitions", partitions, minimum=1)
@@ -87,11 +74,7 @@ class Topic:
                 raise InvalidArgument(f"partitions={partitions} is over the limit of 100000")
         if max_len is not None:
             check_int("max_len", max_len, minimum=0)
-        self._requested = partitions
-        self._max_len = max_len
-        self._state_ttl_requested = (
-            None if producer_state_ttl is None else validate_state_ttl(producer_state_ttl)
-        )
+        state_ttl = None if producer_state_ttl is None else validate_state_ttl(producer_state_ttl)
         if dedup_window is not None:
             check_int("dedup_window", dedup_window, minimum=1)
             if dedup_window > MAX_DEDUP_WINDOW:
@@ -100,166 +83,64 @@ class Topic:
                     "batches: a window that large costs every producer "
                     "that much memory per partition"
                 )
-        self._window_requested = dedup_window
+        self._requested = partitions
         self.limits = Limits(max_record_bytes, max_batch_records, max_batch_bytes)
-        self._meta_key = client.keys.topic_meta(self.name)
-        self._budget = client._budget_default()
-        self._lock = runtime.io_lock()
-        self._info: TopicInfo | None = None
-        self._parts: list[PartitionKeys] = []
-        self._incs: list[str] = []
-        self._seen_next: list[int] = []
-        self._seen_lock = runtime.state_lock()
-        forks.register(self)
-
-    def _after_fork_in_child(self) -> None:
-        # A topic is a factory of handles, usable in a child: its locks must not be ones a
-        # thread of the parent held at the fork.
-        self._lock = runtime.io_lock()
-        self._seen_lock = runtime.state_lock()
+        self._meta = TopicMetadata(
+            context,
+            self.name,
+            self.limits,
+            partitions=partitions,
+            max_len=max_len,
+            producer_state_ttl=state_ttl,
+            dedup_window=dedup_window,
+        )
+        bind(self, self._meta)
 
     # -- metadata ---------------------------------------------------------------------------
 
     def open(self) -> Topic:
         """Create or check the topic's metadata now (otherwise done on first use)."""
-        if self._info is None:
-            with self._lock:
-                if self._info is None:
-                    self._open()
+        self._meta.open()
         return self
 
     @property
     def _opened(self) -> bool:
-        return self._info is not None
-
-    def _open(self) -> None:
-        client = self._client
-        client._ensure_safe(self._budget)
-        driver = self._driver()
-        wanted = self._state_ttl_requested
-        configured = client.settings.producer_state_ttl if wanted is None else wanted
-        info = driver.execute(
-            protocol.topic.topic_open(
-                self._meta_key,
-                self.name,
-                partitions=self._requested,
-                new_incarnation=secrets.token_hex(8),
-                seen="",
-                pid_expiry_ms=round(configured * 1000),
-                dedup_window=self._window_requested or DEFAULT_DEDUP_WINDOW,
-            ),
-            self._budget,
-        )
-        self._check_state_ttl(info.pid_expiry_ms, configured, explicit=wanted is not None)
-        if self._window_requested not in (None, info.dedup_window):
-            raise InvalidArgument(
-                f"topic {self.name!r} keeps a duplicate window of {info.dedup_window} batches, "
-                f"fixed when it was created; dedup_window={self._window_requested} cannot change "
-                "it for the producers of other clients: omit dedup_window, or use another topic"
-            )
-        parts = [client.keys.partition(self.name, p) for p in range(info.partitions)]
-        incs = [""] * info.partitions
-        nexts = [0] * info.partitions
-        # One script per partition, in ascending slot order (cluster-ready).
-        for pk in sorted(parts, key=lambda k: (slot_of(k.meta), k.partition)):
-            part = driver.execute(
-                protocol.topic.partition_open(
-                    pk,
-                    topic_incarnation=info.incarnation,
-                    new_incarnation=secrets.token_hex(8),
-                    create=not info.ready,
-                    seen="",
-                    max_len=self._max_len,
-                    pid_expiry_ms=info.pid_expiry_ms,
-                    dedup_window=info.dedup_window,
-                ),
-                self._budget,
-            )
-            incs[pk.partition] = part.incarnation
-            nexts[pk.partition] = part.next_offset
-        if not info.ready:
-            driver.execute(
-                protocol.topic.topic_ready(self._meta_key, self.name, info.incarnation),
-                self._budget,
-            )
-        self._parts, self._incs, self._seen_next = parts, incs, nexts
-        self._info = info
-
-    def _check_state_ttl(self, stored_ms: int, configured: float, *, explicit: bool) -> None:
-        if stored_ms == round(configured * 1000):
-            return
-        stored = stored_ms / 1000.0
-        if explicit:
-            raise InvalidArgument(
-                f"topic {self.name!r} keeps producer state for {stored:g}s after its last "
-                f"write, fixed when it was created; producer_state_ttl={configured:g} cannot "
-                "change it for the producers of other clients: omit producer_state_ttl, or "
-                "use another topic"
-            )
-        if "producer_state_ttl" not in self._client.settings.model_fields_set:
-            return  # the default: nobody asked for it, nothing to warn about
-        log.warning(
-            "redis-fencing: FENCING_PRODUCER_STATE_TTL=%gs does not apply to topic %r, which "
-            "keeps producer state for %gs (fixed when it was created)",
-            configured,
-            self.name,
-            stored,
-        )
+        return self._meta.opened
 
     @property
     def producer_state_ttl(self) -> float:
         """Seconds after its last write that a producer's state is kept on this topic (fixed
         at creation; the topic must be open)."""
         runtime.require_open(self)
-        assert self._info is not None
-        return self._info.pid_expiry_ms / 1000.0
+        return self._meta.producer_state_ttl
 
     @property
     def dedup_window(self) -> int:
         """How many of an idempotent producer's last batches per partition a resend is
         answered from (fixed at creation; the topic must be open)."""
         runtime.require_open(self)
-        assert self._info is not None
-        return self._info.dedup_window
+        return self._meta.info.dedup_window
 
     @property
     def partitions(self) -> int:
         """The number of partitions (the topic must be open: the sync flavour opens it here)."""
         runtime.require_open(self)
-        assert self._info is not None
-        return self._info.partitions
+        return self._meta.partitions
 
     @property
     def incarnation(self) -> str:
         """The random id created with the topic (the topic must be open)."""
         runtime.require_open(self)
-        assert self._info is not None
-        return self._info.incarnation
-
-    def partition_keys(self, partition: object) -> PartitionKeys:
-        """The keys of a partition; refuses a partition the topic does not have."""
-        n = self.partitions
-        p = check_int("partition", partition)
-        if p >= n:
-            raise InvalidArgument(
-                f"topic {self.name!r} has partitions 0 to {n - 1}; there is no partition {p}"
-            )
-        return self._parts[p]
+        return self._meta.incarnation
 
     def partition_for(self, key: bytes | str) -> int:
         """The partition of a key: Kafka's murmur2, so keys land where Kafka puts them."""
-        raw = key.encode("utf-8") if isinstance(key, str) else key
-        return partition_for_key(raw, self.partitions)
+        runtime.require_open(self)
+        return self._meta.partition_for(key)
 
     def offsets(self, partition: int) -> tuple[int, int]:
         """``(start, next)``: the first retained offset and the next offset to be written."""
-        self.open()
-        pk = self.partition_keys(partition)
-        seen = self.seen_next(pk.partition)
-        info = self._driver().read(protocol.topic.partition_info(pk), self._budget)
-        self._check_partition(pk, info, seen)
-        assert info is not None
-        return info.start_offset, info.next_offset
+        return self._meta.offsets(partition)
 
     def trim(self, partition: int, *, before_offset: int) -> int:
         """Drop the records before ``before_offset``; returns the first retained offset.
@@ -267,14 +148,17 @@ class Topic:
         Offsets of the records kept never change (G6). Trimming past the end raises
         :class:`~fencing.OffsetOutOfRange`; trimming below the current start does nothing.
         """
-        self.open()
-        pk = self.partition_keys(partition)
+        meta = self._meta
+        meta.open()
+        pk = meta.partition_keys(partition)
         before = check_int("before_offset", before_offset)
-        info = self._driver().execute(
-            protocol.topic.trim(pk, incarnation=self._incs[pk.partition], before_offset=before),
-            self._budget,
+        info = meta.driver().execute(
+            protocol.topic.trim(
+                pk, incarnation=meta.incarnation_of(pk.partition), before_offset=before
+            ),
+            meta.budget,
         )
-        self.saw_next(pk.partition, info.next_offset)
+        meta.saw_next(pk.partition, info.next_offset)
         return info.start_offset
 
     # -- handles -----------------------------------------------------------------------------
@@ -359,10 +243,18 @@ class Topic:
         ...     records = c.poll(max_records=100, block_ms=1000)
         ...     c.commit()
         """
-        self.open()
-        consumer = Consumer(self, group, member_id, partitions, start=start, ttl=ttl, acks=acks)
-        consumer._open(start, wait=wait, timeout=timeout)
-        return consumer
+        self._meta.open()
+        return open_consumer(
+            self,
+            group,
+            member_id,
+            partitions,
+            start,
+            ttl=ttl,
+            wait=wait,
+            timeout=timeout,
+            acks=acks,
+        )
 
     def reader(self, partition: int, start_offset: StartOffset = "earliest") -> Reader:
         """A reader of one partition from ``start_offset`` (an int, "earliest" or "latest").
@@ -370,62 +262,9 @@ class Topic:
         Raises :class:`~fencing.OffsetOutOfRange` for an offset below the first retained
         record or past the next offset.
         """
-        self.open()
-        reader = Reader(self, partition)
-        reader._start(start_offset)
-        return reader
-
-    # -- internals shared by producers and readers ---------------------------------------------
-
-    def _driver(self, timeout: float | None = None) -> Driver:
-        return self._client._driver(self._budget.timeout if timeout is None else timeout)
-
-    @property
-    def budget(self) -> RetryBudget:
-        """The retry budget of this topic's calls."""
-        return self._budget
-
-    def incarnation_of(self, partition: int) -> str:
-        """The incarnation of a partition, as opened."""
-        return self._incs[partition]
-
-    def seen_next(self, partition: int) -> int:
-        """The highest next offset any handle of this topic saw on a partition (G9)."""
-        return self._seen_next[partition]
-
-    def saw_next(self, partition: int, next_offset: int) -> None:
-        """Record a next offset seen on a partition (keeps the highest)."""
-        if next_offset > self._seen_next[partition]:
-            with self._seen_lock:
-                self._seen_next[partition] = max(self._seen_next[partition], next_offset)
-
-    def _check_partition(
-        self, pk: PartitionKeys, info: PartitionInfo | None, seen_before: int
-    ) -> None:
-        """G9 on reads: the partition must be there, of the same incarnation, and not behind
-        ``seen_before``, the highest next offset seen before the read was sent (a send on
-        another thread may have moved it since the server answered)."""
-        where = f"partition {pk.partition} of topic {self.name!r}"
-        inc = self._incs[pk.partition]
-        reason = ""
-        if info is None:
-            reason = "missing"
-        elif info.incarnation != inc:
-            reason = "incarnation"
-        elif info.next_offset < seen_before:
-            reason = "offset"
-        if reason:
-            raise StateLost(
-                f"{where} {'is gone' if reason == 'missing' else 'went back in history'} "
-                f"({reason}): the Redis server lost writes (FLUSHALL, restart without "
-                "persistence, eviction or a failover). Open the topic again to read the new "
-                "history",
-                reason=reason,
-                key=pk.meta,
-            )
-        assert info is not None
-        self.saw_next(pk.partition, info.next_offset)
+        self._meta.open()
+        return open_reader(self, partition, start_offset)
 
     def __repr__(self) -> str:
-        n = self._info.partitions if self._info else self._requested
+        n = self._meta.partitions if self._meta.opened else self._requested
         return f"<fencing.Topic {self.name!r} partitions={n}>"

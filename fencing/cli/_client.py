@@ -12,12 +12,13 @@ from __future__ import annotations
 import redis
 
 from .._sync.client import Client
+from .._sync.context import context_of
 from .._sync.ownership import Ownership
 
 
 def raw_redis(client: Client, timeout: float) -> redis.Redis:
     """A raw client on the library client's server, its socket timeout ``timeout``."""
-    raw: redis.Redis = client._driver(timeout).redis
+    raw: redis.Redis = context_of(client).driver(timeout).redis
     return raw
 
 
@@ -25,4 +26,4 @@ def operator_ownership(
     client: Client, group: str, owner_id: str, ttl: float, *, allow_reserved: bool
 ) -> Ownership:
     """An ownership handle on ``group``, in a reserved group if ``allow_reserved``."""
-    return Ownership(client, group, owner_id, ttl, _allow_reserved=allow_reserved)
+    return Ownership(context_of(client), group, owner_id, ttl, _allow_reserved=allow_reserved)

@@ -20,6 +20,8 @@ from .. import errors as _errors
 from .._keys import validate_name
 from .._protocol.sink import Lineage
 from .._sync.client import Client
+from .._sync.context import context_of
+from .._sync.metadata import metadata_of
 from .._sync.topic import Topic
 from .._validate import check_int
 from ..errors import (
@@ -226,12 +228,13 @@ class ForeachBatchSink:
         for r in results:
             for t, n in r.per_target.items():
                 per_target[t] = per_target.get(t, 0) + n
+        meta = metadata_of(topic)
         for t in range(topic.partitions):
             self._execute(
                 protocol.sink.finish(
-                    topic.partition_keys(t),
+                    meta.partition_keys(t),
                     lineage,
-                    incarnation=topic.incarnation_of(t),
+                    incarnation=meta.incarnation_of(t),
                     rows=per_target.get(t, 0) + (begun[t].rows if begun[t].status == "done" else 0),
                 )
             )
@@ -251,11 +254,13 @@ class ForeachBatchSink:
         some partition (a ``new_lineage=True`` run that died between partitions) is
         completed on the others, even once the flag was removed."""
 
+        meta = metadata_of(topic)
+
         def begin(t: int, new_lineage: bool) -> protocol.sink.Begun:
             call = protocol.sink.begin(
-                topic.partition_keys(t),
+                meta.partition_keys(t),
                 lineage,
-                incarnation=topic.incarnation_of(t),
+                incarnation=meta.incarnation_of(t),
                 new_lineage=new_lineage,
             )
             begun: protocol.sink.Begun = self._execute(call)
@@ -395,10 +400,10 @@ class ForeachBatchSink:
         return self._topic
 
     def _execute(self, call: protocol.ScriptCall[Any]) -> Any:
-        client = self._client
-        assert client is not None
-        return client._driver(client.settings.socket_timeout).execute(
-            call, client._budget_default()
+        assert self._client is not None
+        context = context_of(self._client)
+        return context.driver(context.settings.socket_timeout).execute(
+            call, context.budget_default()
         )
 
     def close(self) -> None:

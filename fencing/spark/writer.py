@@ -17,6 +17,7 @@ from .. import _protocol as protocol
 from .._protocol.sink import CHAIN_START, Chunk, Lineage, chain
 from .._protocol.topic import EncodedBatch
 from .._sync.client import Client
+from .._sync.metadata import metadata_of
 from .._sync.producer import Producer
 from .._sync.topic import Topic
 from .rows import RowLayout, encode_row
@@ -108,6 +109,7 @@ def write_partition(
     it. Every chunk is deduplicated on the rows' indexes by the script.
     """
     topic, producer = _producer(config)
+    meta = metadata_of(topic)
     limits = topic.limits
     max_records = min(config.chunk_records, limits.max_batch_records)
     max_bytes = min(config.chunk_bytes, limits.max_batch_bytes)
@@ -125,20 +127,20 @@ def write_partition(
             hashes=b"".join(target.hashes),
             batch=EncodedBatch(len(target.layout), "".join(target.layout), target.parts, ""),
         )
-        pk = topic.partition_keys(t)
+        pk = meta.partition_keys(t)
         done = producer._standing_call(
             t,
             lambda writer: protocol.sink.append(
                 pk,
                 lineage,
                 chunk,
-                incarnation=topic.incarnation_of(t),
-                seen_next=topic.seen_next(t),
+                incarnation=meta.incarnation_of(t),
+                seen_next=meta.seen_next(t),
                 writer=writer,
             ),
         )
         if done.written:
-            topic.saw_next(t, done.first_offset + done.written)
+            meta.saw_next(t, done.first_offset + done.written)
         result.written += done.written
         result.skipped += done.skipped
         result.per_target[t] = result.per_target.get(t, 0) + len(target.indexes)
@@ -182,8 +184,8 @@ def stored_points(config: SinkConfig, lineage: Lineage, spark_partition: int) ->
     """The stored chain point ("<hw> <hh>") of a Spark partition on every topic partition
     that has one."""
     topic, _ = _producer(config)
-    client = topic._client
-    keys = [topic.partition_keys(t).sink(lineage.app_id) for t in range(topic.partitions)]
+    meta = metadata_of(topic)
+    keys = [meta.partition_keys(t).sink(lineage.app_id) for t in range(topic.partitions)]
     call = protocol.base.ReadCall(
         commands=tuple(("HGET", k, f"s{spark_partition}") for k in keys),
         parse=lambda replies: {
@@ -192,8 +194,9 @@ def stored_points(config: SinkConfig, lineage: Lineage, spark_partition: int) ->
             if r is not None
         },
     )
-    points: dict[int, str] = client._driver(client.settings.socket_timeout).read(
-        call, client._budget_default()
+    context = meta.context
+    points: dict[int, str] = context.driver(context.settings.socket_timeout).read(
+        call, context.budget_default()
     )
     return points
 

@@ -13,6 +13,7 @@ import redis
 import fencing
 from fencing import AccessMode, Client, ProducerFenced, UnknownTopic
 from fencing._keys import PartitionKeys
+from fencing._sync.metadata import metadata_of
 from fencing.verify import Attempt, LogReport, Segment, verify_log
 
 from ..support.keys import snapshot
@@ -187,7 +188,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES.values(), ids=list(CASES))
 def test_each_broken_guarantee_is_reported(client: Client, raw: redis.Redis, case: Case) -> None:
-    pk = client.topic(TOPIC, partitions=1).open().partition_keys(0)
+    pk = metadata_of(client.topic(TOPIC, partitions=1).open()).partition_keys(0)
     forge(raw, pk, case.rows)
     if case.corrupt is not None:
         case.corrupt(raw, pk)
@@ -201,7 +202,7 @@ def test_each_broken_guarantee_is_reported(client: Client, raw: redis.Redis, cas
 def test_segments_of_a_broken_log_and_a_malformed_entry_inside_a_segment(
     client: Client, raw: redis.Redis
 ) -> None:
-    pk = client.topic(TOPIC, partitions=1).open().partition_keys(0)
+    pk = metadata_of(client.topic(TOPIC, partitions=1).open()).partition_keys(0)
     forge(raw, pk, [(1, 7, "a0"), (2, 9, "b0"), (2, 9, "b1")])
     raw.xadd(pk.stream, {"e": 2, "p": 9}, id="0-4")  # offset 3: no value
     raw.hset(pk.meta, "next", 4)
@@ -218,7 +219,7 @@ def test_a_log_breaking_everything_at_once_reports_every_violation(
     client: Client, raw: redis.Redis
 ) -> None:
     topic = client.topic(TOPIC, partitions=2).open()
-    p0, p1 = topic.partition_keys(0), topic.partition_keys(1)
+    p0, p1 = metadata_of(topic).partition_keys(0), metadata_of(topic).partition_keys(1)
     forge(raw, p0, [(1, 7, "a0"), (1, 7, "a1"), (2, 9, "b0"), (1, 7, "late"), (2, 9, "a0")])
     raw.xdel(p0.stream, "0-2")  # offset 1 gone
     forge(raw, p1, [(1, 7, "c0"), (1, 8, "c1")])
@@ -257,7 +258,7 @@ def test_a_log_breaking_everything_at_once_reports_every_violation(
 
 
 def test_summary_and_to_dict(client: Client, raw: redis.Redis) -> None:
-    pk = client.topic(TOPIC, partitions=2).open().partition_keys(0)
+    pk = metadata_of(client.topic(TOPIC, partitions=2).open()).partition_keys(0)
     forge(raw, pk, [(1, 7, f"a{i}") for i in range(312)])
     forge(raw, pk, [(2, 9, f"b{i}") for i in range(229)])
     attempts = [Attempt(b"late", 0, "fenced"), Attempt(b"b0", 0, "acked", 312, 2)]

@@ -15,6 +15,7 @@ from redis.credentials import UsernamePasswordCredentialProvider
 import fencing
 from fencing import AccessMode, Client
 from fencing._runtime.threads.connections import ScriptConnections
+from tests.support.internals import context_of
 
 from ..conftest import ServerInfo
 from ..support.polling import wait_until
@@ -149,7 +150,7 @@ def test_a_client_with_a_credential_provider_releases_every_connection_to_its_po
     client = fencing.Client(base, namespace=namespace)
     producer = client.topic("t", partitions=1).producer(AccessMode.EXCLUSIVE)
     assert [producer.send(b"x").offset for _ in range(3)] == [0, 1, 2]
-    driver = client._driver(producer._budget.timeout)
+    driver = context_of(client).driver(producer._budget.timeout)
     connections = driver._scripts
     assert connections._stack == []
     assert connections.pool._in_use_connections == set()  # type: ignore[attr-defined]
@@ -209,7 +210,9 @@ def test_blocking_reads_and_lease_lengths_do_not_make_a_pool_each(
         for i in range(20):
             topic.producer(lease_ttl=1.0 + i / 100).close()
         # One driver for the client's default timeout, and the few lease-derived steps.
-        assert len(client._drivers) <= 3, sorted(client._drivers)
+        assert len(context_of(client).drivers._drivers) <= 3, sorted(
+            context_of(client).drivers._drivers
+        )
 
         # A read blocks longer than the socket timeout, across steps, and gets the record.
         got: list[list[fencing.Record]] = []

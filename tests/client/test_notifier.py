@@ -20,6 +20,7 @@ import redis
 from fencing import Client
 from fencing._runtime.threads.notify import Notifier, Subscription
 from fencing.faults import Proxy
+from tests.support.internals import context_of
 
 from ..conftest import ServerInfo
 from ..support.flavours import Api
@@ -123,7 +124,7 @@ def test_subscribe_and_close_while_connections_are_severed(
     proxied: tuple[Proxy, Client], raw: redis.Redis, namespace: str
 ) -> None:
     proxy, client = proxied
-    notifier = client._notifications
+    notifier = context_of(client).notifier
     keep_inbox = Inbox()
     keep_channel = f"{namespace}:keep"
     keep = notifier.subscribe(keep_channel, keep_inbox)

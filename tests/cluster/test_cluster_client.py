@@ -19,11 +19,11 @@ import fencing
 import fencing.aio
 from fencing._keys import Keys
 from fencing.embedded import EmbeddedCluster
+from tests.support.internals import metadata_of
 
 pytestmark = pytest.mark.skipif(
     bool(os.environ.get("FENCING_TEST_CLUSTER_URL")), reason="starts and kills its own servers"
 )
-
 
 
 def _master_port(cluster: EmbeddedCluster, key: str) -> int:
@@ -168,7 +168,7 @@ def test_a_slot_is_remapped_after_its_master_dies(own_cluster: EmbeddedCluster) 
         topic = client.topic("t", partitions=1)
         producer = topic.producer(fencing.AccessMode.EXCLUSIVE, lease_ttl=6.0, acks="replicated")
         assert producer.send(b"before", partition=0).offset == 0
-        victim_port = _master_port(own_cluster, topic.partition_keys(0).meta)
+        victim_port = _master_port(own_cluster, metadata_of(topic).partition_keys(0).meta)
         victim = next(n for n in own_cluster.nodes if n.port == victim_port)
         os.kill(victim.process.pid, signal.SIGKILL)
         deadline = time.monotonic() + 20.0
@@ -189,8 +189,9 @@ def test_a_slot_is_remapped_after_its_master_dies(own_cluster: EmbeddedCluster) 
             assert values[0] == b"before" and b"after" in values, values
             break
         else:
+            slot = key_slot(metadata_of(topic).partition_keys(0).meta.encode())
             pytest.fail(
-                f"20 s after the master of slot {key_slot(topic.partition_keys(0).meta.encode())}"
+                f"20 s after the master of slot {slot}"
                 f" died, the partition is still unreachable; last errors: {errors[-2:]}"
             )
         producer.close()

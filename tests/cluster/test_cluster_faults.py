@@ -17,6 +17,7 @@ from redis.crc import key_slot
 
 import fencing
 from fencing import AccessMode
+from fencing._sync.metadata import metadata_of
 from fencing.embedded import EmbeddedCluster
 from fencing.verify import Attempt, verify_log
 
@@ -35,7 +36,7 @@ def master_of(cluster: EmbeddedCluster, key: str) -> int:
 def test_a_master_killed_mid_stream(own_cluster: EmbeddedCluster, acks: str) -> None:
     client = fencing.Client.from_url(own_cluster.url, namespace="kill")
     topic = client.topic("t", partitions=PARTITIONS)
-    victim = master_of(own_cluster, topic.partition_keys(0).meta)
+    victim = master_of(own_cluster, metadata_of(topic).partition_keys(0).meta)
     producer = topic.producer(AccessMode.EXCLUSIVE, lease_ttl=20.0, acks=acks)
     attempts: list[Attempt] = []
     state_lost: list[int] = []

@@ -33,6 +33,7 @@ from redis.crc import key_slot
 import fencing
 from fencing._keys import Keys
 from fencing._protocol.election import ElectionKeys
+from fencing._sync.metadata import metadata_of
 from fencing.embedded import EmbeddedCluster, EmbeddedServer
 
 from ..support.flavours import Api
@@ -444,7 +445,7 @@ def test_a_consumer_whose_commit_was_lost_reports_state_lost(
         consumer = topic.consumer("grp", "m", [0])
         assert len(consumer.poll(max_records=2)) == 2
         assert consumer.commit() == {0: 2}
-        cut = cut_shard(topic.partition_keys(0).meta)
+        cut = cut_shard(metadata_of(topic).partition_keys(0).meta)
         assert len(consumer.poll(max_records=2)) == 2
         assert consumer.commit() == {0: 4}
         cut.takeover()
@@ -469,7 +470,7 @@ def test_a_consumer_takes_acks(own_cluster: EmbeddedCluster) -> None:
         topic = client.topic("t", partitions=1)
         with topic.producer() as producer:
             producer.send(b"v", partition=0)
-        _healthy(own_cluster, topic.partition_keys(0).meta)
+        _healthy(own_cluster, metadata_of(topic).partition_keys(0).meta)
         consumer = topic.consumer("grp", "m", [0], acks="replicated")
         assert len(consumer.poll()) == 1
         assert consumer.commit() == {0: 1}

@@ -35,9 +35,11 @@ from redis.crc import key_slot
 import fencing
 import fencing.aio
 from fencing import AccessMode
+from fencing._async.context import context_of as aio_context_of
 from fencing._keys import ELECTION_GROUP, Keys
 from fencing._runtime.tasks import notify as tasks_notify
 from fencing._runtime.threads import notify as threads_notify
+from fencing._sync.context import context_of
 from fencing.embedded import EmbeddedCluster
 
 from ..support.polling import wait_until
@@ -166,7 +168,7 @@ def _woken_by_message(waits: Waits, channel: str) -> None:
 
 
 def _links(client: fencing.Client) -> set[Any]:
-    listener = client._notifications._listener
+    listener = context_of(client).notifier._listener
     assert listener is not None
     return set(listener.links)
 
@@ -290,7 +292,7 @@ async def test_an_asyncio_waiting_claim_is_woken_by_the_release_on_every_shard(
             grants = await asyncio.wait_for(claim, 50)
             assert grants[resource].token == held.token + 1
             _woken_by_message(waits, channel)
-        links = waiter_client._notifications._links
+        links = aio_context_of(waiter_client).notifier._links
         assert {node[1] for node in links if node is not None} == set(resources)
     finally:
         await holder_client.close()
@@ -378,8 +380,8 @@ def test_after_the_master_dies_subscribers_are_told_none_and_hear_again(
 
     client = fencing.Client.from_url(own_cluster.url, namespace=namespace)
     inbox, calm = Inbox(), Inbox()
-    sub = client._notifications.subscribe(channel, inbox)
-    calm_sub = client._notifications.subscribe(calm_channel, calm)
+    sub = context_of(client).notifier.subscribe(channel, inbox)
+    calm_sub = context_of(client).notifier.subscribe(calm_channel, calm)
     # The asyncio notifier, on a loop of its own in a thread.
     ainbox = Inbox()
     ready, stop = threading.Event(), threading.Event()
@@ -387,7 +389,7 @@ def test_after_the_master_dies_subscribers_are_told_none_and_hear_again(
     async def watch() -> None:
         aclient = fencing.aio.Client.from_url(own_cluster.url, namespace=namespace)
         try:
-            async with aclient._notifications.subscribe(channel, ainbox):
+            async with aio_context_of(aclient).notifier.subscribe(channel, ainbox):
                 ready.set()
                 while not stop.is_set():
                     await asyncio.sleep(0.05)

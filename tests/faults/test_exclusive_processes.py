@@ -32,6 +32,7 @@ import redis
 
 import fencing
 from fencing import AccessMode, OutcomeUnknown, ProducerBusy, ProducerFenced
+from fencing._sync.metadata import metadata_of
 
 from ..conftest import ServerInfo
 from ..support.clock import server_ms
@@ -323,7 +324,7 @@ def test_killed_then_paused_holder_is_fenced_and_the_log_stays_linear(
 ) -> None:
     client = fencing.Client.from_url(server.url, namespace=namespace)
     topic = client.topic(TOPIC, partitions=1)
-    waiters = topic.partition_keys(0).waiters
+    waiters = metadata_of(topic).partition_keys(0).waiters
     names = [f"w{i}" for i in range(4)]
     try:
         with children() as group:
@@ -424,7 +425,7 @@ def test_killed_waiter_does_not_block_the_queue(
 ) -> None:
     client = fencing.Client.from_url(server.url, namespace=namespace)
     topic = client.topic(TOPIC, partitions=1)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     try:
         holder = topic.producer(WAIT, name="A", lease_ttl=LEASE_TTL)
         holder.send(b"A:0", partition=0)

@@ -26,6 +26,7 @@ import redis
 import fencing
 from fencing import AccessMode, Client
 from fencing._keys import ELECTION_GROUP
+from tests.support.internals import context_of
 
 from ..conftest import ServerInfo
 from ..support.logs import fill
@@ -136,8 +137,8 @@ def test_a_child_forked_while_the_clients_locks_were_held_works(
     client.ownership("g", "parent", ttl=5).claim("r")  # notifier thread running
     locks = [
         client._lock,
-        client._keeper._cond,
-        client._notifier._lock,
+        context_of(client).keeper._cond,
+        context_of(client).notifier._lock,
         topic._lock,
         topic._seen_lock,
     ]

@@ -14,6 +14,7 @@ import fencing
 from fencing import AccessMode, Client, ProducerBusy, ProducerFenced
 from fencing import _protocol as protocol
 from fencing._keys import slot_of
+from tests.support.internals import context_of, metadata_of
 
 from ..support.clock import server_ms, wait_server_past
 from ..support.flavours import Api
@@ -184,9 +185,9 @@ def test_exclusive_on_several_partitions_releases_what_it_took_on_refusal(
         seen_incarnation="",
         wgen=None,
         session_channel_prefix=pk.session_prefix,
-        partition_incarnation=topic.incarnation_of(2),
+        partition_incarnation=metadata_of(topic).incarnation_of(2),
     )
-    client._driver(1.0).execute(call, client._budget_default())
+    context_of(client).driver(1.0).execute(call, context_of(client).budget_default())
     with pytest.raises(ProducerBusy) as info:
         topic.producer(EXCLUSIVE)
     assert info.value.partition == 2
@@ -405,9 +406,9 @@ def test_a_renewal_racing_close_never_registers_a_closed_shared_producer(
         pid=standing.pid,
         pid_generation=standing.generation,
         name=None,
-        partition_incarnation=topic.incarnation_of(0),
+        partition_incarnation=metadata_of(topic).incarnation_of(0),
     )
-    assert client._driver(1.0).execute(call, client._budget_default()) == 0
+    assert context_of(client).driver(1.0).execute(call, context_of(client).budget_default()) == 0
     assert raw.zcard(standing.pk.shared) == 0
     assert topic.producer(AccessMode.EXCLUSIVE).epoch(0) == 1  # no 30 s wait
 
@@ -470,7 +471,7 @@ def test_a_shared_incarnation_fenced_by_its_name_stops_renewing(
     old = topic.producer(name="job", lease_ttl=0.6)
     old.send(b"a")
     new = topic.producer(name="job", lease_ttl=30)
-    shared = topic.partition_keys(0).shared
+    shared = metadata_of(topic).partition_keys(0).shared
     wait_until(lambda: old.fenced, timeout=5)  # its next renewal (every ttl/3) finds out
     wait_until(lambda: raw.zcard(shared) == 1, timeout=5)  # and it left
     assert raw.zrange(shared, 0, -1) == [new.session.encode()]
@@ -478,7 +479,7 @@ def test_a_shared_incarnation_fenced_by_its_name_stops_renewing(
 
 
 def keeper_tasks(client: Any) -> int:
-    keeper = client._keeper
+    keeper = context_of(client).keeper
     if hasattr(keeper, "_tasks"):  # asyncio: one task per schedule
         return sum(1 for t in keeper._tasks if not t.cancelled)
     return sum(1 for _, _, t in keeper._heap if not t.cancelled)  # sync: a heap
@@ -497,7 +498,10 @@ async def test_failed_shared_open_leaves_no_renewal_task(api: Api) -> None:
     holder = await holder_topic.producer(AccessMode.EXCLUSIVE, lease_ttl=30.0)
     # The partition a producer takes first (ascending slot) is free again; the other one
     # is still held exclusively, so a SHARED open gets the first and is refused the second.
-    first = min((holder_topic.partition_keys(p) for p in (0, 1)), key=lambda k: slot_of(k.owner))
+    first = min(
+        (metadata_of(holder_topic).partition_keys(p) for p in (0, 1)),
+        key=lambda k: slot_of(k.owner),
+    )
     await holder._leave(first, "x", holder.epoch(first.partition))
     try:
         before = keeper_tasks(client)

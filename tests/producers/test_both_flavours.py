@@ -12,6 +12,7 @@ import redis.cluster
 import fencing
 import fencing.aio
 from fencing import AccessMode
+from fencing._keys import Keys
 from fencing._protocol.producer import decode_pid_state
 from fencing.verify import Attempt, verify_log
 
@@ -134,7 +135,6 @@ async def test_bad_input_is_refused_before_any_write(api: Api) -> None:
         await client.topic("missing").open()
 
 
-
 async def test_closing_a_producer_waiting_in_the_queue_ends_its_wait_at_once(
     aio_api: Api,
 ) -> None:
@@ -190,7 +190,7 @@ async def test_an_idle_producer_whose_state_expired_goes_on_as_one_fresh_pid(api
             await producer.send_batch([b"before-%d-0" % p, b"before-%d-1" % p], partition=p)
         old = producer.producer_id
         for p in (0, 1):  # expired on two partitions; still live on partition 2
-            pk = topic.partition_keys(p)
+            pk = Keys(api.namespace).partition("t", p)
             assert raw.hdel(pk.pids, str(old)) == 1
             raw.zrem(pk.pid_expiry, str(old))
 
@@ -222,7 +222,9 @@ async def test_an_idle_producer_whose_state_expired_goes_on_as_one_fresh_pid(api
             pids = [(r.value.startswith(b"after"), r.producer_id) for r in records]
             assert pids == [(False, old)] * 2 + [(True, fresh)] * (len(records) - 2)
             # Each partition's share of the fresh PID started at 0 and has no gap.
-            stored = decode_pid_state(raw.hget(topic.partition_keys(p).pids, str(fresh)))
+            stored = decode_pid_state(
+                raw.hget(Keys(api.namespace).partition("t", p).pids, str(fresh))
+            )
             assert (stored.generation, stored.last_sequence) == (0, len(records) - 3)
             assert state.next_sequence(p) == len(records) - 2
     assert len(acked) == 47

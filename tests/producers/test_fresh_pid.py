@@ -27,6 +27,7 @@ from fencing._sync import producer as sync_producer
 from fencing.faults import Proxy
 from fencing.testing import memory_client, memory_redis, memory_server
 from fencing.verify import Attempt, verify_log
+from tests.support.internals import context_of, metadata_of
 
 from ..support.fresh_pid import (
     LEASE_TTL,
@@ -248,7 +249,7 @@ def test_partitions_that_find_out_at_once_draw_one_fresh_pid(
         inside = [0]
         guard = threading.Lock()
         take = p._take_fresh_pid
-        allocate = client._allocate_producer_id
+        allocate = context_of(client).allocate_producer_id
 
         def counted(standing: Any) -> None:
             with guard:
@@ -260,7 +261,7 @@ def test_partitions_that_find_out_at_once_draw_one_fresh_pid(
             return allocate()
 
         p._take_fresh_pid = counted  # type: ignore[method-assign]
-        client._allocate_producer_id = held  # type: ignore[method-assign]
+        context_of(client).allocate_producer_id = held  # type: ignore[method-assign]
         start = threading.Barrier(n)
         results: dict[int, Any] = {}
 
@@ -365,7 +366,7 @@ def test_an_idle_producer_without_idempotence_keeps_its_pid(
     with topic.producer(lease_ttl=LEASE_TTL, idempotent=False) as p:
         p.send_batch([b"a"], partition=0)
         pid = p.producer_id
-        assert raw.hlen(topic.partition_keys(0).pids) == 0
+        assert raw.hlen(metadata_of(topic).partition_keys(0).pids) == 0
         assert offsets(p.send_batch([b"b"], partition=0)) == [1]
         assert p.producer_id == pid == issued(raw, client)
     assert log(client, "t") == [(0, b"a", pid), (1, b"b", pid)]
@@ -671,7 +672,7 @@ def test_two_threads_finding_the_expiry_on_two_partitions_draw_one_fresh_pid(
             take(standing)
 
         p._take_fresh_pid = record  # type: ignore[method-assign]
-        allocate = client._allocate_producer_id
+        allocate = context_of(client).allocate_producer_id
         draws: list[int] = []
         results: dict[str, Any] = {}
 
@@ -689,12 +690,12 @@ def test_two_threads_finding_the_expiry_on_two_partitions_draw_one_fresh_pid(
             draws.append(allocate())
             return draws[-1]
 
-        client._allocate_producer_id = slow_allocate  # type: ignore[method-assign]
+        context_of(client).allocate_producer_id = slow_allocate  # type: ignore[method-assign]
         try:
             results["a"] = offsets(p.send_batch([b"b0"], partition=0))
             b.join(5)
         finally:
-            del client._allocate_producer_id
+            del context_of(client).allocate_producer_id
         fresh = p.producer_id
         state = p.state
     assert (results, sorted(entered), draws) == ({"a": [1], "b": [1]}, [0, 1], [fresh])

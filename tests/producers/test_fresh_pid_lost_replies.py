@@ -21,6 +21,7 @@ import redis
 import fencing
 import fencing.aio
 from fencing.faults import Proxy
+from tests.support.internals import metadata_of
 
 from ..conftest import ServerInfo
 from ..support.fresh_pid import (
@@ -349,7 +350,7 @@ def server_clock_lags(raw: redis.Redis, topic: Any, pid: int, ms: int, partition
     it wrote the state by (a failover to a replica whose clock lags, an NTP step back): the
     same as the state's last write ``t`` being ``ms`` later (the field a script compares
     with TIME; the state string is "<g> <s> <t> <x> <o>|<window>")."""
-    key = topic.partition_keys(partition).pids
+    key = metadata_of(topic).partition_keys(partition).pids
     stored = raw.hget(key, str(pid)).decode()
     g, s, t, rest = stored.split(" ", 3)
     raw.hset(key, str(pid), f"{g} {s} {int(t) + ms} {rest}")

@@ -26,6 +26,7 @@ from fencing._protocol.producer import decode_pid_state
 from fencing._protocol.topic import Appended, Sequenced
 from fencing._sync.producer import Producer
 from fencing.faults import Proxy
+from tests.support.internals import context_of, metadata_of
 
 from ..support.clock import server_ms, wait_server_past
 from ..support.keys import snapshot
@@ -48,7 +49,7 @@ class Harness:
 
     @property
     def pk(self) -> PartitionKeys:
-        return self.topic.partition_keys(0)
+        return metadata_of(self.topic).partition_keys(0)
 
     def snapshot(self) -> list[bytes | None]:
         pk = self.pk
@@ -68,8 +69,8 @@ class Harness:
         return protocol.topic.append(
             self.pk,
             records,
-            incarnation=self.topic.incarnation_of(0),
-            seen_next=self.topic.seen_next(0),
+            incarnation=metadata_of(self.topic).incarnation_of(0),
+            seen_next=metadata_of(self.topic).seen_next(0),
             expected_offset=None,
             writer=standing.writer,
             sequenced=Sequenced(
@@ -82,7 +83,11 @@ class Harness:
         )
 
     def execute(self, call: protocol.ScriptCall[Appended]) -> Appended:
-        return self.client._driver(1.0).execute(call, self.client._budget_default())
+        return (
+            context_of(self.client)
+            .driver(1.0)
+            .execute(call, context_of(self.client).budget_default())
+        )
 
     def refused(
         self, call: protocol.ScriptCall[Appended], error: type[fencing.FencingError]
@@ -481,7 +486,7 @@ def test_a_window_of_a_thousand_answers_a_resend_900_batches_back(
         saved = p.state
         for i, value in enumerate(values[99:], start=99):
             assert offsets(p.send_batch([value], partition=0)) == [i]
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     with topic.producer(resume=saved, lease_ttl=LEASE_TTL) as q:
         before = [raw.dump(k) for k in (pk.meta, pk.stream, pk.pids, pk.pid_expiry, pk.names)]
         assert offsets(q.send_batch([values[99]], partition=0)) == [99]  # 900 batches back
@@ -556,7 +561,7 @@ def test_a_state_saved_before_the_first_send_cannot_resume_once_its_state_is_gon
     there, so resume= is UnknownProducerId before anything is written, never a fresh start
     that writes the same records again."""
     topic = client.topic("gone", partitions=1, producer_state_ttl=1.0)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     p = topic.producer(lease_ttl=LEASE_TTL)
     saved = p.state  # before the first send
     p.send_batch([b"a", b"b"], partition=0)
@@ -612,7 +617,7 @@ def test_a_state_written_before_owners_were_kept_is_adopted(
     topic = client.topic("t", partitions=1)
     p = topic.producer()
     p.send(b"a")
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     stored = raw.hget(pk.pids, str(p.producer_id))
     assert stored is not None
     head, bar, window = stored.decode().partition("|")
@@ -704,7 +709,7 @@ def test_the_scripts_refuse_integers_they_cannot_hold_exactly(
     topic = client.topic("t", partitions=1)
     live = topic.producer()
     live.send(b"a")
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     call = protocol.producer.pid_open(
         pk,
         pid=live.producer_id,
@@ -712,10 +717,10 @@ def test_the_scripts_refuse_integers_they_cannot_hold_exactly(
         resume_generation=value,  # type: ignore[arg-type]
         resume_next_sequence=1,
         session=uuid.uuid4().hex,
-        incarnation=topic.incarnation_of(0),
+        incarnation=metadata_of(topic).incarnation_of(0),
     )
     before = snapshot(raw, namespace)
     with pytest.raises(fencing.FencingError, match=r"unexpected reply.*BAD_ARGUMENT"):
-        client._driver(1.0).execute(call, client._budget_default())
+        context_of(client).driver(1.0).execute(call, context_of(client).budget_default())
     assert snapshot(raw, namespace) == before
     live.send(b"b")

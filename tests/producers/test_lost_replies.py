@@ -39,6 +39,7 @@ from fencing._protocol.topic import Sequenced
 from fencing._sync.driver import Driver as SyncDriver
 from fencing._sync.producer import Producer
 from fencing.faults import Proxy
+from tests.support.internals import context_of, metadata_of
 
 from ..conftest import ServerInfo
 from ..support.clock import server_ms, wait_server_past
@@ -111,7 +112,7 @@ def test_lost_reply_is_retried_with_the_same_sequence(
     pclient: fencing.Client, proxy: Proxy, raw: redis.Redis, close: bool
 ) -> None:
     topic = pclient.topic(TOPIC, partitions=1)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     with topic.producer(lease_ttl=LEASE_TTL) as p:
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]  # script loaded, p opened
         with proxy.observe(APPEND) as seen, proxy.drop_replies(APPEND, close=close) as lost:
@@ -147,7 +148,7 @@ def test_a_lost_reply_without_idempotence_is_unknown_never_a_duplicate(
     """G5: with no sequence to deduplicate on, a request that may have been delivered is
     never sent again: the caller hears OutcomeUnknown, and the batch stands once."""
     topic = pclient.topic(TOPIC, partitions=1)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     with topic.producer(lease_ttl=LEASE_TTL, idempotent=False) as p:
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
         with (
@@ -169,7 +170,7 @@ def test_a_request_that_never_left_is_resent_even_without_idempotence(
 ) -> None:
     """A connection that cannot be made never carried the request: that retry is safe."""
     topic = pclient.topic(TOPIC, partitions=1)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     with topic.producer(lease_ttl=LEASE_TTL, idempotent=False) as p:
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
         # The idle connection is closed under the client and the next connect is refused
@@ -178,7 +179,7 @@ def test_a_request_that_never_left_is_resent_even_without_idempotence(
         with proxy.refuse_connections(count=1) as refused:
             proxy.sever()
             if where == "from-the-pool":
-                pclient._driver(p._budget.timeout)._scripts.close()
+                context_of(pclient).driver(p._budget.timeout)._scripts.close()
             assert offsets(p.send_batch([b"a"], partition=0)) == [1]
         assert refused.hits == 1
         assert_log(raw, pk, [b"w0", b"a"], p.producer_id)
@@ -199,7 +200,7 @@ def test_retries_run_out_after_the_batch_landed(
     pclient: fencing.Client, proxy: Proxy, raw: redis.Redis, how: str
 ) -> None:
     topic = pclient.topic(TOPIC, partitions=1)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     with topic.producer(lease_ttl=SHORT_TTL) as p:
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
         standing = p._standing[0]
@@ -229,7 +230,7 @@ def test_unanswered_attempts_give_up_within_the_lease(
 ) -> None:
     """Every attempt times out (mute connections): the send gives up before the lease ends."""
     topic = pclient.topic(TOPIC, partitions=1)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     with topic.producer(lease_ttl=SHORT_TTL) as p:
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
         with proxy.drop_replies(APPEND, count=None, close=False) as lost:
@@ -248,7 +249,7 @@ def test_retries_run_out_before_the_batch_reached_the_server(
     pclient: fencing.Client, proxy: Proxy, raw: redis.Redis, how: str
 ) -> None:
     topic = pclient.topic(TOPIC, partitions=1)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     with topic.producer(lease_ttl=SHORT_TTL) as p:
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
         standing = p._standing[0]
@@ -290,13 +291,13 @@ def _assert_old_copy_fenced(
 ) -> None:
     """A late copy of the lost batch (old generation, same sequence) can never land."""
     topic = p.topic
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     records = [fencing.Record(b"lost-a"), fencing.Record(b"lost-b")]
     call = protocol.topic.append(
         pk,
         records,
-        incarnation=topic.incarnation_of(0),
-        seen_next=topic.seen_next(0),
+        incarnation=metadata_of(topic).incarnation_of(0),
+        seen_next=metadata_of(topic).seen_next(0),
         expected_offset=None,
         writer=writer,
         sequenced=Sequenced(
@@ -309,7 +310,7 @@ def _assert_old_copy_fenced(
     )
     before = [raw.dump(k) for k in (pk.meta, pk.stream, pk.pids, pk.pid_expiry)]
     with pytest.raises(fencing.ProducerFenced, match="incarnation"):
-        client._driver(1.0).execute(call, client._budget_default())
+        context_of(client).driver(1.0).execute(call, context_of(client).budget_default())
     assert [raw.dump(k) for k in (pk.meta, pk.stream, pk.pids, pk.pid_expiry)] == before
 
 
@@ -320,7 +321,7 @@ def test_a_pending_batch_whose_state_expired_is_an_unknown_producer(
     for half the expiry or more, a batch may have landed and its state expired since (one
     pending for less cannot have: its state would still be there)."""
     topic = pclient.topic(TOPIC, partitions=1, producer_state_ttl=1.0)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     with topic.producer(lease_ttl=SHORT_TTL) as p:
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
         with proxy.drop_replies(APPEND, count=None):
@@ -380,7 +381,7 @@ def test_requests_that_never_left_are_unavailable_not_unknown(
     """When no attempt could even connect, nothing was applied: the caller hears Unavailable, and
     an idempotent producer has nothing pending to resolve."""
     topic = pclient.topic(TOPIC, partitions=1)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     with topic.producer(lease_ttl=LEASE_TTL, idempotent=idempotent) as p:
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
         generation = p._standing[0].generation
@@ -422,7 +423,7 @@ def _lost_reply_after_expiry(
     """Send ``b`` on partition 0 with its reply lost on a silent connection (the append
     lands, the library resends after its socket timeout, past the state's expiry), then
     settle it and send ``c``: ``b`` is in the log once, and no offset is handed out twice."""
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     assert p._budget.timeout > QUICK_EXPIRY  # the resend comes after the expiry
     first = len(before)
     pid = p.producer_id
@@ -503,7 +504,7 @@ def test_a_first_send_whose_connection_was_refused_once_lands_once(
     """A first attempt that never reached the server leaves the resend fresh: a new PID's
     first batch lands (it is not taken for a resend whose state expired)."""
     topic = pclient.topic(TOPIC, partitions=1)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     options = {"name": "job"} if named else {}
     with topic.producer(lease_ttl=LEASE_TTL, **options) as p:  # type: ignore[arg-type]
         with proxy.refuse_connections(count=1) as refused:
@@ -520,7 +521,7 @@ def test_a_first_send_after_an_idle_expiry_whose_connection_was_refused_lands_on
     """The same after the state expired while idle: the producer still takes a fresh PID
     and the batch lands once."""
     topic = pclient.topic(TOPIC, partitions=1, producer_state_ttl=1.0)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     with topic.producer(lease_ttl=LEASE_TTL) as p:
         p.send_batch([b"a"], partition=0)
         _expire_and_drop(pclient, raw, topic)
@@ -539,7 +540,7 @@ def test_a_lost_reply_on_a_resend_older_than_the_window_never_writes_the_job_twi
     proves no attempt landed (one that had would be answered from the window), so the job
     is told older-than-window, not OutcomeUnknown, and goes on exactly once."""
     topic = pclient.topic(TOPIC, partitions=1, dedup_window=window)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     inputs = [b"r%02d" % i for i in range(window + 6)]
     with topic.producer(lease_ttl=LEASE_TTL) as p:
         saved = p.state  # saved before the first send; the job then crashed later
@@ -570,7 +571,7 @@ def test_a_resend_whose_state_expired_and_was_dropped_is_unknown_never_written_t
     so its age proves nothing. It is UnknownProducerId (check the log), never "did not
     land" (which would write the job's records again)."""
     topic = pclient.topic(TOPIC, partitions=1, producer_state_ttl=1.0)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     with topic.producer(lease_ttl=LEASE_TTL) as p:
         saved = p.state
         for value in (b"r0", b"r1", b"r2"):
@@ -602,7 +603,7 @@ def test_a_lost_first_batch_resolves_as_not_landed_and_can_never_land(client: Cl
     call = protocol.topic.append(
         standing.pk,
         batch,
-        incarnation=topic.incarnation_of(0),
+        incarnation=metadata_of(topic).incarnation_of(0),
         seen_next=0,
         expected_offset=None,
         writer=standing.writer,
@@ -610,7 +611,7 @@ def test_a_lost_first_batch_resolves_as_not_landed_and_can_never_land(client: Cl
         errors=standing.errors,
     )
     with pytest.raises(ProducerFenced):
-        client._driver(1.0).execute_once(call)
+        context_of(client).driver(1.0).execute_once(call)
     assert producer.send(b"next").offset == 0
     assert [r.value for r in topic.reader(0, 0).read()] == [b"next"]
 
@@ -659,7 +660,7 @@ def test_a_resolution_long_after_the_send_is_unknown_not_a_guess(
         value = b"payment-%d" % dropped
         with proxy.drop_replies(APPEND, count=None), pytest.raises(fencing.OutcomeUnknown):
             p.send(value)
-        pk = topic.partition_keys(0)
+        pk = metadata_of(topic).partition_keys(0)
         written = decode_pid_state(raw.hget(pk.pids, str(p.producer_id))).last_write_ms  # type: ignore[arg-type]
         wait_until(lambda: server_ms(raw) > written + 1_100)  # noqa: B023 - used at once
         if dropped:
@@ -720,7 +721,9 @@ def test_a_lost_reply_to_the_resolution_is_answered_as_the_first_attempt(
         if how == "explicit":
             assert p.send(b"next").offset == 1
         assert values_of(topic) == [b"w0", b"next"]
-        state = decode_pid_state(raw.hget(topic.partition_keys(0).pids, str(p.producer_id)))  # type: ignore[arg-type]
+        state = decode_pid_state(
+            raw.hget(metadata_of(topic).partition_keys(0).pids, str(p.producer_id))
+        )  # type: ignore[arg-type]
         assert (state.generation, state.owner) == (generation + 1, p.session)
 
 

@@ -15,6 +15,7 @@ import fencing
 from fencing import Client
 from fencing._protocol.producer import decode_pid_state
 from fencing._settings import FencingSettings, load_settings
+from tests.support.internals import metadata_of
 
 from ..conftest import ServerInfo
 from ..support.clock import server_ms
@@ -61,7 +62,7 @@ def test_another_clients_short_state_ttl_never_expires_this_topics_state(
     first.send(b"a")
     second = topic.producer(resume=first.state)  # generation 1: fences the first
     assert second._standing[0].generation == 1
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     written = decode_pid_state(raw.hget(pk.pids, str(first.producer_id))).last_write_ms  # type: ignore[arg-type]
     wait_until(lambda: server_ms(raw) > written + 1_500)
 
@@ -90,7 +91,7 @@ def test_an_explicit_conflicting_state_ttl_is_refused_before_any_write(
     topic = client.topic("t", partitions=1, producer_state_ttl=3600)
     topic.producer().send(b"a")
     assert topic.producer_state_ttl == 3600
-    assert raw.hget(topic.partition_keys(0).meta, "pidexp") == b"3600000"
+    assert raw.hget(metadata_of(topic).partition_keys(0).meta, "pidexp") == b"3600000"
     before = snapshot(raw, namespace)
     with pytest.raises(fencing.InvalidArgument, match="fixed when it was created"):
         client.topic("t", partitions=1, producer_state_ttl=60).open()
@@ -134,7 +135,7 @@ def test_a_fenced_incarnation_whose_state_expired_never_starts_afresh(
     first.send(b"a")
     second = topic.producer(resume=first.state, lease_ttl=30)
     second.send(b"b")
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     pid = str(first.producer_id)
     if how == "removed":
         raw.hdel(pk.pids, pid)  # what the expiry cleanup does

@@ -10,6 +10,7 @@ import redis
 
 import fencing
 from fencing import Client, StateLost
+from fencing._sync.metadata import metadata_of
 
 from ..conftest import ServerInfo
 from ..support.logs import values_of
@@ -77,7 +78,7 @@ def partition_snapshot(raw: redis.Redis, topic: fencing.Topic) -> list[bytes | N
     """DUMP of every key an append or a PID incarnation writes, on every partition."""
     out: list[bytes | None] = []
     for p in range(topic.partitions):
-        pk = topic.partition_keys(p)
+        pk = metadata_of(topic).partition_keys(p)
         out += [raw.dump(k) for k in (pk.meta, pk.stream, pk.pids, pk.pid_expiry, pk.names)]
     return out
 
@@ -95,7 +96,7 @@ def test_a_saved_producer_state_names_the_partitions_incarnations(client: Client
     with topic.producer(lease_ttl=LONG_LEASE) as p:
         p.send(b"a", partition=0)
         state = p.state
-    incarnations = {p: topic.incarnation_of(p) for p in range(PARTITIONS)}
+    incarnations = {p: metadata_of(topic).incarnation_of(p) for p in range(PARTITIONS)}
     assert all(incarnations.values())
     assert dict(state.incarnations) == incarnations
     assert "incarnations" in state.to_dict()

@@ -14,12 +14,17 @@ from fencing._protocol.sink import CHAIN_START, Chunk, Lineage, chain
 from fencing._protocol.topic import EncodedBatch
 from fencing.spark import ForeachBatchSink
 from fencing.spark.rows import row_json
+from tests.support.internals import context_of, metadata_of
 
 from ..conftest import ServerInfo
 
 
 def execute(client: fencing.Client, call):  # type: ignore[no-untyped-def]
-    return client._driver(client.settings.socket_timeout).execute(call, client._budget_default())
+    return (
+        context_of(client)
+        .driver(client.settings.socket_timeout)
+        .execute(call, context_of(client).budget_default())
+    )
 
 
 def chunk_of(sp: int, indexes: list[int], values: list[bytes]) -> Chunk:
@@ -49,9 +54,12 @@ def test_whole_row_json_keeps_the_field_names_of_a_struct_column() -> None:
 def test_sink_append_refuses_a_spark_partition_that_is_not_an_index(client: fencing.Client) -> None:
     topic = client.topic("t", 1).open()
     lin = Lineage("app", "q1", 0, 2)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     execute(
-        client, protocol.sink.begin(pk, lin, incarnation=topic.incarnation_of(0), new_lineage=False)
+        client,
+        protocol.sink.begin(
+            pk, lin, incarnation=metadata_of(topic).incarnation_of(0), new_lineage=False
+        ),
     )
     producer = topic.producer()
     producer.open()
@@ -63,7 +71,7 @@ def test_sink_append_refuses_a_spark_partition_that_is_not_an_index(client: fenc
                     pk,
                     lin,
                     chunk_of(b, [0], [b"v"]),
-                    incarnation=topic.incarnation_of(0),
+                    incarnation=metadata_of(topic).incarnation_of(0),
                     seen_next=0,
                     writer=w,
                 ),
@@ -76,9 +84,12 @@ def test_sink_append_refuses_a_layout_that_does_not_match_its_parts(
 ) -> None:
     topic = client.topic("t", 1).open()
     lin = Lineage("app", "q1", 0, 1)
-    pk = topic.partition_keys(0)
+    pk = metadata_of(topic).partition_keys(0)
     execute(
-        client, protocol.sink.begin(pk, lin, incarnation=topic.incarnation_of(0), new_lineage=False)
+        client,
+        protocol.sink.begin(
+            pk, lin, incarnation=metadata_of(topic).incarnation_of(0), new_lineage=False
+        ),
     )
     producer = topic.producer()
     producer.open()
@@ -91,7 +102,12 @@ def test_sink_append_refuses_a_layout_that_does_not_match_its_parts(
         producer._standing_call(
             0,
             lambda w: protocol.sink.append(
-                pk, lin, bad, incarnation=topic.incarnation_of(0), seen_next=0, writer=w
+                pk,
+                lin,
+                bad,
+                incarnation=metadata_of(topic).incarnation_of(0),
+                seen_next=0,
+                writer=w,
             ),
         )
     producer.close()
@@ -109,20 +125,29 @@ def test_new_lineage_interrupted_between_begins_is_not_refused_on_restart(
         execute(
             client,
             protocol.sink.begin(
-                topic.partition_keys(t), old, incarnation=topic.incarnation_of(t), new_lineage=False
+                metadata_of(topic).partition_keys(t),
+                old,
+                incarnation=metadata_of(topic).incarnation_of(t),
+                new_lineage=False,
             ),
         )
         execute(
             client,
             protocol.sink.finish(
-                topic.partition_keys(t), old, incarnation=topic.incarnation_of(t), rows=0
+                metadata_of(topic).partition_keys(t),
+                old,
+                incarnation=metadata_of(topic).incarnation_of(t),
+                rows=0,
             ),
         )
     new = Lineage("app", "q2", 0, 1)
     execute(
         client,
         protocol.sink.begin(
-            topic.partition_keys(0), new, incarnation=topic.incarnation_of(0), new_lineage=True
+            metadata_of(topic).partition_keys(0),
+            new,
+            incarnation=metadata_of(topic).incarnation_of(0),
+            new_lineage=True,
         ),
     )
     url = server.url

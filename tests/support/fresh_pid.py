@@ -19,6 +19,7 @@ from fencing._protocol.producer import decode_pid_state
 from fencing.faults import Proxy
 
 from ..conftest import ServerInfo
+from .internals import metadata_of
 from .wire import APPEND
 
 #: Long: no lease renewal runs inside a test unless it says so.
@@ -29,7 +30,7 @@ SHORT_LEASE = 3.0
 
 def expire(raw: redis.Redis, topic: Any, pid: int, partition: int = 0) -> None:
     """Remove a PID's state on a partition as its expiry would."""
-    pk = topic.partition_keys(partition)
+    pk = metadata_of(topic).partition_keys(partition)
     assert raw.hdel(pk.pids, str(pid)) == 1
     raw.zrem(pk.pid_expiry, str(pid))
 
@@ -41,7 +42,7 @@ def log(client: fencing.Client, name: str, partition: int = 0) -> list[tuple[Any
 
 
 def pid_state(raw: redis.Redis, topic: Any, pid: int, partition: int = 0) -> Any:
-    pk = topic.partition_keys(partition)
+    pk = metadata_of(topic).partition_keys(partition)
     stored = raw.hget(pk.pids, str(pid))
     if stored is None:
         return None

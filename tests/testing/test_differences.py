@@ -27,6 +27,7 @@ pytest.importorskip("fakeredis")
 
 import fakeredis
 
+from fencing._sync.metadata import metadata_of
 from fencing.testing import memory_client, memory_redis, memory_server
 
 from ..support.clock import server_ms
@@ -204,7 +205,7 @@ def test_library_reads_pcall_errors_only_as_a_flag(
                 assert re.search(r"and \w+\.err then", line), (name, line)
     # ... which works in memory: a key of the wrong type is WrongKeyType, nothing written.
     topic = memory.topic("t", partitions=1)
-    stream = topic.partition_keys(0).stream
+    stream = metadata_of(topic).partition_keys(0).stream
     fake.set(stream, b"not a stream")
     with pytest.raises(fencing.WrongKeyType) as info, topic.producer() as p:
         p.send(b"v")

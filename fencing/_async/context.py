@@ -1,0 +1,260 @@
+"""What the handles of one client share: the :class:`Context`.
+
+A :class:`~fencing.Client` builds one Context and hands it to every handle it makes
+(topics, producers, consumers, readers, ownership handles, elections). A handle takes from
+it what it needs (drivers, retry budgets, the keeper that renews leases, the notifier
+that wakes waiters, the producer-id counter, the server checks) and never reaches back
+into the client.
+
+Code given a user's client from outside (the Spark sink, :mod:`fencing.verify`, the CLI)
+gets its context through one bridge, :func:`context_of`:
+
+>>> context = context_of(client)
+>>> budget = context.budget_default()
+>>> value = await context.driver(budget.timeout).read(call, budget)     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import redis.exceptions
+
+from .. import _forks as forks
+from .._durability import Durability
+from .._keys import Keys
+from .._retry import TRANSIENT_ERRORS, RetryBudget
+from .._runtime.tasks import cluster as runtime_cluster
+from .._runtime.tasks import primitives as runtime
+from .._runtime.tasks.keeper import Keeper
+from .._runtime.tasks.notify import Notifier
+from .._settings import FencingSettings
+from .._text import text as _text
+from ..errors import ConfigurationError, InvalidArgumentType, OutcomeUnknown, StateLost, Unavailable
+from .driver import Driver
+from .drivers import Drivers
+
+#: Errors of a configuration check that mean "Redis could not be asked" (a cluster between
+#: states: "All slots are not covered", a node down mid-failover).
+_UNREACHABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.RedisClusterException,
+)
+
+
+class Context:
+    """The settings, connections and background services of one client, shared by its
+    handles.
+
+    >>> context = Context(settings, redis.asyncio.Redis())
+    >>> budget = context.budget_for_ttl(10.0)        # the retry budget under a 10 s lease
+    >>> driver = context.driver(budget.timeout)
+    """
+
+    def __init__(self, settings: FencingSettings, base: Any) -> None:
+        self.settings = settings
+        self.keys = Keys(settings.namespace)
+        #: The drivers, cloned from ``base`` (a ``redis.asyncio.Redis`` or a cluster client).
+        self.drivers = Drivers(base)
+        #: Renews leases in the background.
+        self.keeper = Keeper()
+        # Sharded pub/sub: on a cluster, one connection per primary serving a channel's slot.
+        #: Wakes waiters (released rows, severed grants) by pub/sub.
+        self.notifier = Notifier(
+            lambda node=None: self.drivers.clone(settings.socket_timeout, pubsub=True, node=node),
+            cluster=base if self.drivers.is_cluster else None,
+        )
+        self._safe_lock = runtime.io_lock()
+        self._safe_checked = False
+        #: The acks levels this server was checked for (:meth:`check_durability`).
+        self._durable_ok: set[str] = set()
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        # A client made before a fork works in the child for new handles: fresh locks (a
+        # thread of the parent may have held one at the fork) and fresh pools (the parent's
+        # connections stay the parent's). The keeper and the notifier reset themselves.
+        self._safe_lock = runtime.io_lock()
+        self.drivers.after_fork_in_child()
+
+    @property
+    def namespace(self) -> str:
+        """The prefix of every key the client writes."""
+        return self.keys.namespace
+
+    def driver(self, timeout: float) -> Driver:
+        """The driver whose socket timeouts are ``timeout`` seconds (one pool per value)."""
+        return self.drivers.driver(timeout)
+
+    def budget_default(self) -> RetryBudget:
+        """The retry budget of calls that protect no lease (reads, topic metadata)."""
+        timeout = self.settings.socket_timeout
+        return RetryBudget(timeout=timeout, deadline=2 * timeout)
+
+    def budget_for_ttl(self, ttl: float) -> RetryBudget:
+        """The retry budget of calls that protect a lease of ``ttl`` seconds."""
+        return RetryBudget.for_ttl(ttl, cap=self.settings.socket_timeout)
+
+    # -- checks of the server ----------------------------------------------------------------
+
+    async def ensure_safe(self, budget: RetryBudget) -> None:
+        """Check ``maxmemory-policy`` once per client (an eviction is a silent reset, G9)."""
+        if self._safe_checked or self.settings.allow_eviction:
+            return
+        async with self._safe_lock:
+            if self._safe_checked:
+                return
+            driver_redis = self.driver(budget.timeout).redis
+            try:
+                mark = runtime.cancel_mark()
+                values = await _config_values(driver_redis, "maxmemory-policy")
+                runtime.check_cancel(mark)
+            except _UNREACHABLE as exc:
+                raise Unavailable(f"cannot reach Redis to check its configuration: {exc}") from exc
+            except redis.exceptions.ResponseError as exc:
+                raise ConfigurationError(
+                    "redis-fencing could not read the server's maxmemory-policy "
+                    f"(CONFIG GET refused: {exc}). Make sure it is 'noeviction', then pass "
+                    "allow_eviction=True (or FENCING_ALLOW_EVICTION=1) to skip this check"
+                ) from exc
+            for where, value in values.items():
+                if value == "noeviction":
+                    continue
+                raise ConfigurationError(
+                    f"the Redis server{where}'s maxmemory-policy is {value!r}: an eviction would "
+                    "silently erase leases, epochs and offsets. Run CONFIG SET "
+                    "maxmemory-policy noeviction, or pass allow_eviction=True (or "
+                    "FENCING_ALLOW_EVICTION=1) if you accept that risk"
+                )
+            self._safe_checked = True
+
+    async def check_durability(self, durability: Durability) -> None:
+        """Refuse at open an ``acks`` this server cannot give (``fsync`` needs WAITAOF,
+        Redis/Valkey 7.2+, and ``appendonly yes``), once per client and level."""
+        if durability.acks != "fsync" or durability.acks in self._durable_ok:
+            return
+        budget = self.budget_default()
+        r = self.driver(budget.timeout).redis
+        try:
+            try:
+                await r.execute_command("WAITAOF", 0, 0, 0)  # waits for nothing
+                has_waitaof = True
+            except redis.exceptions.ResponseError:
+                has_waitaof = False
+            appendonly = await _config_values(r, "appendonly")
+        except _UNREACHABLE as exc:
+            raise Unavailable(f"cannot reach Redis to check acks='fsync': {exc}") from exc
+        if not has_waitaof:
+            raise ConfigurationError(
+                "acks='fsync' waits with WAITAOF, which this server does not have (Redis and "
+                "Valkey 7.2+ do): use acks='replicated' or 'leader', or upgrade the server"
+            )
+        for where, value in appendonly.items():
+            if value == "yes":
+                continue
+            raise ConfigurationError(
+                f"acks='fsync' needs the append-only file: the server{where} runs with "
+                f"appendonly {value!r}. Run CONFIG SET appendonly yes (and appendfsync as "
+                "you need), or use acks='replicated' or 'leader'"
+            )
+        self._durable_ok.add(durability.acks)
+
+    # -- producer ids ------------------------------------------------------------------------
+
+    async def allocate_producer_id(self) -> int:
+        """A new producer id from the namespace's counter (ids grow; never reused)."""
+        budget = self.budget_default()
+        await self.ensure_safe(budget)
+        r = self.driver(budget.timeout).redis
+        try:
+            async for attempt in budget.retrying_async():
+                with attempt:
+                    mark = runtime.cancel_mark()
+                    issued = int(await r.incr(self.keys.producer_ids()))
+                    runtime.check_cancel(mark)
+                    return issued
+        except TRANSIENT_ERRORS as exc:
+            raise OutcomeUnknown(f"could not allocate a producer id: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    async def check_producer_id(self, pid: int) -> None:
+        """Refuse a saved producer id this namespace's counter has not handed out yet: the
+        state comes from another namespace or server, or the counter went backwards (a
+        failover lost its INCR), and a new producer could be given the same id."""
+        budget = self.budget_default()
+        await self.ensure_safe(budget)
+        try:
+            mark = runtime.cancel_mark()
+            raw = await self.driver(budget.timeout).redis.get(self.keys.producer_ids())
+            runtime.check_cancel(mark)
+        except redis.exceptions.ResponseError as exc:
+            raise StateLost(
+                f"the producer-id counter {self.keys.producer_ids()!r} is not a number "
+                f"({exc}): another program wrote it",
+                reason="pid-counter",
+                key=self.keys.producer_ids(),
+            ) from exc
+        except TRANSIENT_ERRORS as exc:
+            raise Unavailable(f"cannot reach Redis to check the producer id: {exc}") from exc
+        issued = int(raw) if raw is not None else 0
+        if issued < pid:
+            raise StateLost(
+                f"the saved state names producer id {pid}, but namespace {self.namespace!r} "
+                f"has handed out ids up to {issued} only: the state was saved against another "
+                "namespace or server, or the producer-id counter lost writes (FLUSHALL, a "
+                "restart without persistence, a failover). Nothing was written; resuming "
+                "could let a new producer get the same id. Open a new producer without resume=",
+                reason="pid-counter",
+                key=self.keys.producer_ids(),
+            )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Stop lease renewals and the notification listener; close the connections."""
+        self.keeper.close()
+        await self.notifier.close()
+        await self.drivers.close()
+
+
+#: The context of each client that made one (see :func:`context_of`).
+_CONTEXTS: weakref.WeakKeyDictionary[object, Context] = weakref.WeakKeyDictionary()
+
+
+def bind(client: object, context: Context) -> None:
+    """Make ``context`` what :func:`context_of` gives for ``client`` (its maker)."""
+    _CONTEXTS[client] = context
+
+
+def context_of(client: object) -> Context:
+    """The context behind a user's client (``fencing.Client`` or ``fencing.aio.Client``; a
+    context is its own): the one way in for code given a client from outside.
+
+    >>> driver = context_of(client).driver(0.5)
+    """
+    if isinstance(client, Context):
+        return client
+    context = _CONTEXTS.get(client)
+    if context is None:
+        raise InvalidArgumentType(f"expected a fencing Client, got {type(client).__name__}")
+    return context
+
+
+async def _config_values(r: Any, name: str) -> dict[str, str]:
+    """A CONFIG GET value of the server, or of every primary of a cluster, as
+    ``{" <node>": value}`` (the key is empty on one server; it names the node in errors)."""
+    if not runtime_cluster.is_cluster(r):
+        return {"": _text(_config_value(await r.config_get(name), name))}
+    reply = await r.config_get(name, target_nodes=r.PRIMARIES)
+    if _config_value(reply, name) is not None:  # one primary: its reply as is
+        return {"": _text(_config_value(reply, name))}
+    return {f" {node}": _text(_config_value(each, name)) for node, each in sorted(reply.items())}
+
+
+def _config_value(reply: Any, name: str) -> Any:
+    """A CONFIG GET value, whatever the client's decoding settings."""
+    if not isinstance(reply, dict):
+        return None
+    return reply.get(name, reply.get(name.encode()))
