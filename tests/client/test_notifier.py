@@ -198,7 +198,7 @@ async def test_resubscribing_a_channel_its_last_subscriber_just_left_is_confirme
     before the notifier's sync ran) is confirmed at once: it never waits out the confirmation
     timeout (``_CONFIRM_SECONDS``, 2 s) before it looks again."""
     client = aio_api.client()
-    notifier = client._notifications
+    notifier = context_of(client).notifier
     async with notifier.subscribe("resubscribed"):
         pass
     started = time.monotonic()
