@@ -44,6 +44,7 @@ from fencing.embedded import EmbeddedCluster
 
 from ..support.polling import wait_until
 from ..support.pubsub import Inbox
+from ..support.threads import in_thread
 
 pytestmark = pytest.mark.skipif(
     bool(os.environ.get("FENCING_TEST_CLUSTER_URL")),
@@ -147,20 +148,6 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> Waits:
     return record
 
 
-def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
-    out: list[Any] = []
-
-    def run() -> None:
-        try:
-            out.append(fn())
-        except BaseException as exc:  # reported by the test
-            out.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out
-
-
 def _woken_by_message(waits: Waits, channel: str) -> None:
     ended = waits.of(channel)
     assert ended, f"the waiter never waited on {channel}"
@@ -191,7 +178,7 @@ def test_a_waiting_claim_is_woken_by_the_release_on_every_shard(
         for primary, resource in sorted(resources.items()):
             channel = keys.released_channel("g", resource)
             held = holder.claim(resource)[resource]
-            thread, out = _in_thread(lambda r=resource: waiter.claim(r, wait=True, timeout=50))
+            thread, out, _ = in_thread(lambda r=resource: waiter.claim(r, wait=True, timeout=50))
             wait_until(
                 lambda c=channel: waits.parked(c), 30.0, what="the waiter was refused and waits"
             )
@@ -223,7 +210,7 @@ def test_a_waiting_producer_is_woken_by_the_close_on_every_shard(
             )
             epoch = holder.epoch(0)
             topic = waiter_client.topic(topic_name, partitions=1)
-            thread, out = _in_thread(
+            thread, out, _ = in_thread(
                 lambda t=topic: t.producer(
                     AccessMode.WAIT_FOR_EXCLUSIVE, lease_ttl=LEASE, wait_timeout=50
                 )
@@ -261,7 +248,7 @@ def test_an_election_follower_is_woken_by_the_resignation_on_every_shard(
                     with f.campaign(timeout=50) as won:
                         return won.token
 
-                thread, out = _in_thread(follow)
+                thread, out, _ = in_thread(follow)
                 wait_until(
                     lambda c=channel: waits.parked(c), 30.0, what="the follower campaigns and waits"
                 )
@@ -361,7 +348,6 @@ def test_a_release_is_not_broadcast_to_the_other_shards(
 
 
 # -- a master dies ---------------------------------------------------------------------------------
-
 
 
 def test_after_the_master_dies_subscribers_are_told_none_and_hear_again(

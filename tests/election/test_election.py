@@ -20,6 +20,7 @@ from fencing.faults import Proxy
 
 from ..support.flavours import Api
 from ..support.polling import wait_until
+from ..support.threads import in_thread
 
 
 def test_campaign_elects_with_a_token_that_grows_per_term(client: Client) -> None:
@@ -261,21 +262,13 @@ def test_close_ends_a_campaign_that_is_still_waiting(client: Client) -> None:
     handle is closed, like observe() does, and is never elected later."""
     a = client.election("sched", "a", ttl=30.0)
     b = client.election("sched", "b", ttl=30.0)
-    outcome: list[object] = []
-    done = threading.Event()
 
-    def run_b() -> None:
-        try:
-            with b.campaign(timeout=4.0) as term:
-                outcome.append(term.token)
-        except BaseException as exc:
-            outcome.append(exc)
-        finally:
-            done.set()
+    def run_b() -> int:
+        with b.campaign(timeout=4.0) as term:
+            return term.token
 
     with a.campaign():
-        t = threading.Thread(target=run_b)
-        t.start()
+        t, outcome, done = in_thread(run_b)
         wait_until(lambda: a.candidates() == 1, timeout=3)
         b.close()
         ended_on_close = done.wait(1.0)

@@ -17,6 +17,7 @@ from fencing import Client
 from fencing.faults import Proxy
 
 from ..support.polling import wait_until
+from ..support.threads import in_thread
 from ..support.wire import CLAIM, RELEASE, RENEW
 
 
@@ -211,21 +212,13 @@ def test_a_waiting_campaign_waits_out_a_short_outage_within_its_timeout(
     proxy, pclient = proxied
     a = client.election("sched", "a", ttl=30.0)
     b = pclient.election("sched", "b", ttl=1.5)
-    outcome: list[object] = []
-    done = threading.Event()
 
-    def run_b() -> None:
-        try:
-            with b.campaign(timeout=4.0) as term:
-                outcome.append(term.token)
-        except BaseException as exc:
-            outcome.append(exc)
-        finally:
-            done.set()
+    def run_b() -> int:
+        with b.campaign(timeout=4.0) as term:
+            return term.token
 
     with a.campaign():
-        t = threading.Thread(target=run_b)
-        t.start()
+        t, outcome, done = in_thread(run_b)
         wait_until(lambda: a.candidates() == 1, timeout=3)
         with proxy.drop_requests(CLAIM, count=None) as rule:
             rule.wait(3)  # b's next claim attempt meets the outage...
