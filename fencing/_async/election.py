@@ -768,7 +768,7 @@ class Election(ProcessBound):
             seen = self._seen
             self._waiting.append(owner)
         if seen is not None:
-            owner._seen[self.name] = seen  # G9 across terms: a token never goes back
+            owner._remember(self.name, seen)  # G9 across terms: a token never goes back
         ttl_ms = owner._ttl_ms
         refresh: Task | None = None
         try:

@@ -4,7 +4,9 @@
 
 Identity is the session: each handle draws a random session id when it is made, and
 ``owner_id`` is only a label. The README's "Generations" gives the outcomes; the rules
-live in ``lua/claim-1.lua``, this module only calls it and keeps what the handle saw.
+live in ``lua/claim-1.lua``. This module is the handle's face: how a claim is carried out
+(in order, waiting, giving back on failure) is :mod:`.claims`, what the handle holds and
+saw is :mod:`.holdings`, and how it hears of a grant severed is :mod:`.session_channels`.
 """
 
 from __future__ import annotations
@@ -13,36 +15,28 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import _protocol as protocol
 from .._durability import Durability
 from .._grant import Grant
-from .._keys import slot_of, validate_label, validate_name, validate_resource
+from .._keys import validate_label, validate_name, validate_resource
 from .._process import ProcessBound
 from .._protocol.ownership import Seen, Target
 from .._runtime.threads import primitives as runtime
-from .._runtime.threads.notify import Subscription
-from .._validate import (
-    RECHECK_INTERVAL,
-    generation_arg,
-    resource_list,
-    timeout_arg,
-    validate_ttl,
-)
+from .._validate import generation_arg, resource_list, timeout_arg, validate_ttl
 from ..errors import (
     Fenced,
     FencingError,
     InvalidArgument,
     InvalidArgumentType,
-    OutcomeUnknown,
-    OwnershipConflict,
-    StaleGeneration,
     StateLost,
     Unavailable,
 )
+from .claims import Claims
 from .context import Context, context_of
+from .holdings import Holdings
+from .session_channels import SessionChannels
 
 if TYPE_CHECKING:
     from .driver import Driver
@@ -78,7 +72,7 @@ class Ownership(ProcessBound):
         acks: str = "leader",
         _allow_reserved: bool = False,
     ) -> None:
-        self._context = context_of(context)  # (made by hand from a Client: its context)
+        self._context = context = context_of(context)  # (made by hand from a Client: its context)
         self.group = validate_name("group", group, allow_reserved=_allow_reserved)
         self.owner_id = validate_label("owner_id", owner_id)
         self.ttl = validate_ttl(ttl)
@@ -87,25 +81,27 @@ class Ownership(ProcessBound):
         #: Set when a notification says one of this handle's grants was severed.
         self.severed = runtime.Event()
         self._ttl_ms = max(1, round(self.ttl * 1000))
-        self._budget = self._context.budget_for_ttl(self.ttl)
+        self._budget = context.budget_for_ttl(self.ttl)
         #: What a claim waits for before it is granted here (``acks``, see the README).
         self.durability = Durability.of(acks, timeout=self._budget.timeout / 2)
-        self._lock = runtime.state_lock()
-        self._targets: dict[str, Target] = {}
-        self._grants: dict[str, Grant] = {}
-        self._seen: dict[str, Seen] = {}
-        self._lost: dict[str, FencingError] = {}
-        #: resource -> (token, superseding token) told by a "severed" notification.
-        self._superseded: dict[str, tuple[int, int]] = {}
-        #: Per held resource, this session's "severed" channel (in the resource's slot).
-        self._session_subs: dict[str, Subscription] = {}
+        self._holdings = Holdings(context.keys, self.group)
+        self._channels = SessionChannels(
+            context.notifier, self.session, self._holdings, told=self._told_severed
+        )
+        self._claims = Claims(
+            session=self.session,
+            label=self.owner_id,
+            ttl=self.ttl,
+            ttl_ms=self._ttl_ms,
+            keys=context.keys,
+            driver=self._driver,
+            budget=self._budget,
+            durability=self.durability,
+            notifier=context.notifier,
+            holdings=self._holdings,
+            channels=self._channels,
+        )
         self._closed = False
-        #: time.monotonic() just before the last claim attempt was sent: a lease granted by
-        #: it runs at least ttl from then (elections time their renew deadline from it).
-        self._last_claim_sent = 0.0
-        #: Set to make a waiting claim give up (an election closed while it campaigns).
-        self._cancelled = runtime.Event()
-        self._wait_sub: Subscription | None = None
         self._bind_process()
 
     # -- public ------------------------------------------------------------------------------
@@ -113,8 +109,7 @@ class Ownership(ProcessBound):
     @property
     def grants(self) -> dict[str, Grant]:
         """The grants this handle holds now, as last confirmed by the server."""
-        with self._lock:
-            return dict(self._grants)
+        return self._holdings.grants()
 
     def claim(
         self,
@@ -162,45 +157,7 @@ class Ownership(ProcessBound):
         self._ready()
         self._context.check_durability(self.durability)
         targets = self._ordered(names)
-        if gen:
-            self._refuse_stale(targets, gen)
-        with self._lock:
-            # Grants this handle holds and has not been told were superseded.
-            held_before = {
-                t.resource
-                for t in targets
-                if t.resource in self._grants
-                and self._superseded.get(t.resource, (None, 0))[0] != self._grants[t.resource].token
-            }
-        taken: list[Grant] = []
-        result: dict[str, Grant] = {}
-        current: Target | None = None
-        try:
-            for target in targets:
-                current = target
-                self._ensure_session_subscription(target)
-                grant = self._claim_one(target, gen, wait=wait, deadline=deadline)
-                current = None
-                result[target.resource] = grant
-                # (A resend after a lost reply answers "kept" for what this very call took.)
-                if grant.new or target.resource not in held_before:
-                    taken.append(grant)
-        except BaseException as exc:
-            if gen is None:
-                self._undo(taken)
-            elif isinstance(exc, StaleGeneration):
-                exc.granted = dict(result)
-            if current is not None and current.resource not in held_before and not _definitive(exc):
-                # The claim may have been applied with its reply lost (or the caller was
-                # interrupted): give back what this session may hold, or it would stay held,
-                # by nobody, until its lease lapses.
-                self._abandon(current)
-            raise
-        finally:
-            self._leave_session_channels(
-                [t.resource for t in targets if t.resource not in self._grants]
-            )
-        return result
+        return self._claims.claim(targets, gen, wait=wait, deadline=deadline)
 
     def renew(self, resources: Iterable[str] | str | None = None) -> dict[str, Grant]:
         """Extend the leases of held grants (all by default); returns the renewed grants.
@@ -231,7 +188,7 @@ class Ownership(ProcessBound):
             except Unavailable as exc:  # NotEnoughReplicas too: the lease is not extended
                 errors.append(exc)
                 continue
-            fenced = self._was_superseded(grant)
+            fenced = self._holdings.superseded(grant)
             if fenced is not None:
                 errors.append(fenced)
                 continue
@@ -256,7 +213,7 @@ class Ownership(ProcessBound):
         except (Fenced, StateLost) as exc:
             self._lose(grant, exc)
             raise
-        fenced = self._was_superseded(grant)
+        fenced = self._holdings.superseded(grant)
         if fenced is not None:
             raise fenced
         return self._update(grant, lease)
@@ -272,7 +229,7 @@ class Ownership(ProcessBound):
         out: dict[str, bool] = {}
         failure: FencingError | None = None
         for target in self._ordered(names):
-            grant = self._grants.get(target.resource)
+            grant = self._holdings.get(target.resource)
             if grant is None:
                 out[target.resource] = False
                 continue
@@ -284,11 +241,9 @@ class Ownership(ProcessBound):
                 failure = failure or exc
             # Dropped once the call returned or failed for good; an interrupted release
             # (a cancelled task) keeps the grant, so release() or close() can run again.
-            with self._lock:
-                if self._grants.get(target.resource) == grant:
-                    del self._grants[target.resource]
-            if target.resource not in self._grants:
-                self._leave_session_channels([target.resource])
+            self._holdings.released(grant)
+            if not self._holdings.holds(target.resource):
+                self._channels.leave([target.resource])
         if failure is not None:
             raise failure
         return out
@@ -301,18 +256,18 @@ class Ownership(ProcessBound):
         if self._closed or not self._in_own_process():
             return
         try:
-            if self._grants:
+            if self._holdings.grants():
                 self.release()
         except FencingError:
             log.warning(
                 "redis-fencing: releasing %s on close failed; the leases lapse in %.3fs",
-                list(self._grants),
+                list(self._holdings.grants()),
                 self.ttl,
                 exc_info=True,
             )
         # (An interrupted close leaves the handle open, so that close() can run again.)
         self._closed = True
-        self._leave_session_channels(list(self._session_subs))
+        self._channels.leave_all()
 
     def __enter__(self) -> Ownership:
         return self
@@ -323,7 +278,7 @@ class Ownership(ProcessBound):
     def __repr__(self) -> str:
         return (
             f"<fencing.Ownership group={self.group!r} owner_id={self.owner_id!r} "
-            f"session={self.session[:8]}… held={sorted(self._grants)}>"
+            f"session={self.session[:8]}… held={sorted(self._holdings.grants())}>"
         )
 
     # -- internals -------------------------------------------------------------------------
@@ -341,224 +296,47 @@ class Ownership(ProcessBound):
         return self._context.driver(self._budget.timeout)
 
     def _target(self, resource: str) -> Target:
-        target = self._targets.get(resource)
-        if target is None:
-            target = Target.of(self._context.keys, self.group, resource)
-            self._targets[resource] = target
-        return target
+        return self._holdings.target(resource)
 
     def _ordered(self, names: Iterable[str]) -> list[Target]:
-        targets = [self._target(name) for name in names]
-        return sorted(targets, key=lambda t: (slot_of(t.key), t.key))
+        return self._holdings.ordered(names)
 
     def _update(self, grant: Grant, lease: protocol.ownership.Lease) -> Grant:
-        updated = replace(grant, generation=lease.generation, lease_expires_ms=lease.expires_ms)
-        with self._lock:
-            # A concurrent claim or loss may have replaced this grant meanwhile.
-            if self._grants.get(grant.resource) == grant:
-                self._grants[grant.resource] = updated
-        return updated
+        return self._holdings.update(grant, lease)
 
     def _held(self, resource: str) -> Grant:
-        grant = self._grants.get(resource)
-        if grant is not None:
-            return grant
-        lost = self._lost.get(resource)
-        if lost is not None:
-            raise lost
-        raise InvalidArgument(
-            f"this handle holds no grant on {resource!r} in group {self.group!r}: claim it first"
-        )
+        return self._holdings.held(resource)
 
-    def _claim_one(
-        self, target: Target, generation: int | None, *, wait: bool, deadline: float | None
-    ) -> Grant:
-        def attempt() -> Grant:
-            call = protocol.ownership.claim(
-                self._context.keys,
-                target,
-                session=self.session,
-                label=self.owner_id,
-                generation=generation,
-                ttl_ms=self._ttl_ms,
-                new_incarnation=secrets.token_hex(8),
-                seen=self._seen.get(target.resource),
-            )
-            self._last_claim_sent = time.monotonic()
-            return self._driver().execute(call, self._budget, self.durability)
+    def _lose(self, grant: Grant, exc: FencingError) -> None:
+        self._holdings.lose(grant, exc)
 
-        try:
-            grant = attempt()
-        except (OwnershipConflict, Unavailable):
-            # A waiting claim also waits out an outage (the same session claims again, so
-            # one that landed unseen comes back "kept").
-            if not wait:
-                raise
-            grant = self._wait_for(target, attempt, deadline)
-        except StateLost as exc:
-            with self._lock:
-                self._grants.pop(target.resource, None)
-                self._lost[target.resource] = exc
-            raise
-        with self._lock:
-            self._grants[target.resource] = grant
-            self._seen[target.resource] = Seen(grant.incarnation, grant.token)
-            self._lost.pop(target.resource, None)
-        return grant
+    def _told_severed(self, grant: Grant, new_token: int) -> None:
+        """A notification said ``grant`` was superseded by ``new_token`` (on the notifier's
+        thread or task)."""
+        self.severed.set()
+        if self.on_severed is not None:
+            self.on_severed(grant, new_token)
 
-    def _wait_for(
-        self,
-        target: Target,
-        attempt: Callable[[], runtime.Later[Grant]],
-        deadline: float | None,
-    ) -> Grant:
-        # Subscribe first, then try again: a release between the refused attempt and the
-        # subscription cannot be missed. Then sleep until the holder's lease ends by server
-        # time (told by the refusal) or a release notification arrives.
-        with self._context.notifier.subscribe(target.released_channel) as sub:
-            self._wait_sub = sub
-            try:
-                while True:
-                    if self._cancelled.is_set():
-                        raise InvalidArgument("the wait was cancelled: the handle was closed")
-                    try:
-                        return attempt()
-                    except OwnershipConflict as conflict:
-                        pause = min(conflict.remaining + 0.002, RECHECK_INTERVAL)
-                        error: FencingError = conflict
-                    except Unavailable as outage:
-                        # Waiting outlasts a short outage: the same session claims again,
-                        # so a claim that landed unseen comes back as "kept".
-                        log.warning("redis-fencing: waiting for %r: %s", target.resource, outage)
-                        pause = min(self._budget.deadline, RECHECK_INTERVAL)
-                        error = outage
-                    if deadline is not None:
-                        left = deadline - time.monotonic()
-                        if left <= 0:
-                            raise error
-                        pause = min(pause, left)
-                    sub.wait(pause)
-            finally:
-                self._wait_sub = None
+    # -- for the election built on this handle ----------------------------------------------
+
+    def _remember(self, resource: str, seen: Seen) -> None:
+        """Start from what an earlier handle saw of the row (G9: a token never goes back)."""
+        self._holdings.remember(resource, seen)
+
+    @property
+    def _last_claim_sent(self) -> float:
+        """time.monotonic() just before the last claim attempt was sent: a lease granted by
+        it runs at least ttl from then (elections time their renew deadline from it)."""
+        return self._claims.last_sent
+
+    @property
+    def _cancelled(self) -> runtime.Event:
+        """Set to make a waiting claim give up (an election closed while it campaigns)."""
+        return self._claims.cancelled
 
     def _cancel_wait(self) -> None:
         """Make a waiting claim of this handle give up now (from another thread)."""
-        self._cancelled.set()
-        sub = self._wait_sub
-        if sub is not None:
-            sub._event.set()
-
-    def _refuse_stale(self, targets: list[Target], generation: int) -> None:
-        """Raise StaleGeneration, before anything is claimed, if a row is stored at a
-        generation above ``generation`` (one pipeline of reads, on a cluster too)."""
-        stored = self._driver().read(protocol.ownership.generations(targets), self._budget)
-        stale = [
-            protocol.ownership.stale_generation(target, current, generation)
-            for target, current in zip(targets, stored, strict=True)
-            if current > generation
-        ]
-        if stale:
-            stale[0].refused = {exc.resource: exc for exc in stale}
-            raise stale[0]
-
-    def _abandon(self, target: Target) -> None:
-        """Best effort, after a claim whose outcome is unknown: release the row if this
-        session holds it (the session is unique to this handle, so no token is needed)."""
-        with self._lock:
-            self._grants.pop(target.resource, None)
-        call = protocol.ownership.release(target, session=self.session, grant=None)
-        try:
-            self._driver().execute(call, self._budget)
-        except FencingError:
-            log.warning(
-                "redis-fencing: could not give back %r after a failed claim; its lease "
-                "lapses in %.3fs",
-                target.resource,
-                self.ttl,
-            )
-
-    def _undo(self, taken: list[Grant]) -> None:
-        for grant in taken:
-            target = self._target(grant.resource)
-            with self._lock:
-                self._grants.pop(grant.resource, None)
-            call = protocol.ownership.release(target, session=self.session, grant=grant)
-            try:
-                self._driver().execute(call, self._budget)
-            except FencingError:
-                log.warning("redis-fencing: undoing claim of %r failed", grant.resource)
-
-    def _was_superseded(self, grant: Grant) -> Fenced | None:
-        """The Fenced of a grant a notification said was superseded (then dropped), though
-        the server answered as if it still stood: a failover lost the claim that severed
-        it, and a superseded grant must never act again."""
-        with self._lock:
-            told = self._superseded.get(grant.resource)
-        if told is None or told[0] != grant.token:
-            return None
-        fenced = Fenced(
-            f"{grant.resource!r} in group {self.group!r}: this handle's grant (token "
-            f"{grant.token}) was superseded by token {told[1]} (the server since lost that "
-            "claim: a failover or a restart without persistence); stop writing and claim "
-            "again if you still need it",
-            token=grant.token,
-            holder_token=told[1],
-            holder_label="",
-            group=self.group,
-            resource=grant.resource,
-        )
-        self._lose(grant, fenced)
-        return fenced
-
-    def _lose(self, grant: Grant, exc: FencingError) -> None:
-        with self._lock:
-            if self._grants.get(grant.resource) == grant:
-                del self._grants[grant.resource]
-                self._lost[grant.resource] = exc
-
-    def _ensure_session_subscription(self, target: Target) -> None:
-        """Listen on this session's "severed" channel of ``target`` (in its slot, so a
-        sharded message of the claim that severs us reaches us on a cluster too)."""
-        if target.resource not in self._session_subs:
-            sub = self._context.notifier.subscribe(
-                target.session_channel(self.session), self._on_session_message
-            )
-            with self._lock:
-                self._session_subs[target.resource] = sub
-
-    def _leave_session_channels(self, resources: list[str]) -> None:
-        """Stop listening on the "severed" channels of resources no longer held."""
-        for resource in resources:
-            with self._lock:
-                sub = self._session_subs.pop(resource, None)
-            if sub is not None:
-                sub.close()
-
-    def _on_session_message(self, data: bytes | None) -> None:
-        if data is None:
-            return
-        parts = data.decode("utf-8", "replace").split(" ")
-        if len(parts) != 4 or parts[0] != "severed":
-            return
-        _, old_token, new_token, key = parts
-        # Runs on the notifier thread: reads a snapshot, and takes only the state lock
-        # (never held across I/O) to drop a superseded grant.
-        for grant in list(self._grants.values()):
-            target = self._targets.get(grant.resource)
-            if target is not None and target.key == key and grant.token == int(old_token):
-                # Superseded for good: even if a failover later loses the claim that
-                # severed it, this grant never acts again (check/renew raise Fenced).
-                with self._lock:
-                    self._superseded[grant.resource] = (grant.token, int(new_token))
-                self.severed.set()
-                if self.on_severed is not None:
-                    self.on_severed(grant, int(new_token))
-
-
-def _definitive(exc: BaseException) -> bool:
-    """Whether a failed claim certainly left the row as it was (a refusal by the script, or
-    bad input), as opposed to a lost reply, an outage or an interruption."""
-    return isinstance(exc, FencingError) and not isinstance(exc, OutcomeUnknown)
+        self._claims.cancel_wait()
 
 
 def _first(errors: list[FencingError]) -> FencingError:

@@ -143,8 +143,8 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> Waits:
 
     monkeypatch.setattr(threads_notify.Subscription, "wait", wait)
     monkeypatch.setattr(tasks_notify.Subscription, "wait", await_)
-    monkeypatch.setattr("fencing._sync.ownership.RECHECK_INTERVAL", LONG_POLL)
-    monkeypatch.setattr("fencing._async.ownership.RECHECK_INTERVAL", LONG_POLL)
+    monkeypatch.setattr("fencing._sync.claims.RECHECK_INTERVAL", LONG_POLL)
+    monkeypatch.setattr("fencing._async.claims.RECHECK_INTERVAL", LONG_POLL)
     return record
 
 

@@ -294,7 +294,7 @@ def test_a_claim_outbid_after_its_generation_check_keeps_what_it_took(
     z = client.ownership(GROUP, "host-z", ttl=TTL)
     x.claim(other, generation=3)
     y.claim(outbid, generation=4)
-    real_claim_one = z._claim_one
+    real_claim_one = z._claims.claim_one
     raised: list[Grant] = []
 
     def claim_one(target: Any, generation: int | None, **kwargs: Any) -> Grant:
@@ -303,7 +303,7 @@ def test_a_claim_outbid_after_its_generation_check_keeps_what_it_took(
             raised.append(w.claim(outbid, generation=10)[outbid])
         return real_claim_one(target, generation, **kwargs)
 
-    monkeypatch.setattr(z, "_claim_one", claim_one)
+    monkeypatch.setattr(z._claims, "claim_one", claim_one)
     with pytest.raises(StaleGeneration) as info:
         z.claim(["rb", "ra"], generation=5)
     err = info.value
