@@ -19,7 +19,8 @@ from ._record import Record, RecordMetadata
 from ._state import ProducerState
 from ._sync.client import Client
 from ._sync.consumer import Consumer
-from ._sync.election import Election, Leadership
+from ._sync.election import Election
+from ._sync.leadership import Leadership
 from ._sync.ownership import Ownership
 from ._sync.producer import Producer
 from ._sync.reader import Reader

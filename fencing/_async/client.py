@@ -27,7 +27,8 @@ from .._settings import FencingSettings, load_settings
 from .._urls import redis_from_url
 from ..errors import InvalidArgumentType
 from .context import Context, bind
-from .election import Election, Leadership
+from .election import Election
+from .leadership import Leadership
 from .ownership import Ownership
 from .topic import Topic
 

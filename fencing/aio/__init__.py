@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._async.client import Client
 from .._async.consumer import Consumer
-from .._async.election import Election, Leadership
+from .._async.election import Election
+from .._async.leadership import Leadership
 from .._async.ownership import Ownership
 from .._async.producer import Producer
 from .._async.reader import Reader

@@ -44,7 +44,7 @@ import redis
 import fencing
 from fencing import Client
 from fencing._keys import ELECTION_GROUP
-from fencing._sync.election import EXIT_ON_LOSS_STATUS
+from fencing._sync.leadership import EXIT_ON_LOSS_STATUS
 from fencing.faults import Proxy
 
 from ..conftest import ServerInfo
