@@ -17,17 +17,12 @@ import redis
 import fencing
 from fencing import AccessMode
 from fencing.faults import Proxy
-from fencing.verify import Attempt, verify_log
+from fencing.verify import Attempt
 
 from ..conftest import ServerInfo
 from ..support.flavours import Api
+from ..support.logs import verified
 from ..support.wire import APPEND, COMMIT
-
-
-def verified(api: Api, topic: str, attempts: list[Attempt], *, exclusive: bool = True) -> None:
-    with fencing.Client.from_url(api.url, namespace=api.namespace) as checker:
-        report = verify_log(checker, topic, attempts=attempts, exclusive=exclusive)
-    assert report.ok, report.summary()
 
 
 async def test_a_lost_reply_is_resent_and_lands_once(api: Api, proxy: Proxy) -> None:
