@@ -26,7 +26,7 @@ import redis
 import fencing
 from fencing import AccessMode, Client
 from fencing._keys import ELECTION_GROUP
-from tests.support.internals import context_of
+from tests.support.internals import context_of, metadata_of
 
 from ..conftest import ServerInfo
 from ..support.logs import fill
@@ -136,11 +136,12 @@ def test_a_child_forked_while_the_clients_locks_were_held_works(
     producer.send(b"parent")
     client.ownership("g", "parent", ttl=5).claim("r")  # notifier thread running
     locks = [
-        client._lock,
+        context_of(client).drivers._lock,
+        context_of(client)._safe_lock,
         context_of(client).keeper._cond,
         context_of(client).notifier._lock,
-        topic._lock,
-        topic._seen_lock,
+        metadata_of(topic)._lock,
+        metadata_of(topic)._seen_lock,
     ]
     held, release = threading.Event(), threading.Event()
 
