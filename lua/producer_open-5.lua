@@ -64,12 +64,8 @@ local row
 row, bad = load_producer_row(row_key, new_inc)
 if bad then return bad end
 if seen_inc ~= '' then
-  if not row.exists then
-    return fail(E.STATE_LOST, 'missing', seen_inc, '-')
-  end
-  if row.inc ~= seen_inc then
-    return fail(E.STATE_LOST, 'incarnation', seen_inc, row.inc)
-  end
+  bad = check_incarnation(row.exists and row.inc, seen_inc)
+  if bad then return bad end
 end
 if mode == 'wait' and my_wgen ~= '' and tonumber(my_wgen) < row.wgen then
   return fail(E.PRODUCER_FENCED, row.token, row.token, 'fenced-waiter')

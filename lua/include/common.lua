@@ -55,6 +55,20 @@ local function read_checked(command, key, ...)
   return reply
 end
 
+-- G9: a call names the incarnation it saw of a key (seen); stored is the one there now, nil
+-- or false when the key (or its incarnation) is gone. Returns nil when they are the same,
+-- else the STATE_LOST reply: 'missing' when gone, 'incarnation' when another (the key was
+-- recreated). Every script judges the pair through this, in this order.
+local function check_incarnation(stored, seen)
+  if not stored then
+    return fail(E.STATE_LOST, 'missing', seen, '-')
+  end
+  if stored ~= seen then
+    return fail(E.STATE_LOST, 'incarnation', seen, stored)
+  end
+  return nil
+end
+
 -- Publish without ever failing the script: a missing pub/sub permission must not undo a
 -- grant that already happened. Always the last thing a script does.
 -- Sharded pub/sub first: every channel carries the hash tag of the script's keys, so on a

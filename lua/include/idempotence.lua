@@ -148,11 +148,9 @@ local function partition_pid_settings(meta, seen_inc)
   if bad then
     return nil, bad
   end
-  if not v[1] then
-    return nil, fail(E.STATE_LOST, 'missing', seen_inc, '-')
-  end
-  if v[1] ~= seen_inc then
-    return nil, fail(E.STATE_LOST, 'incarnation', seen_inc, v[1])
+  bad = check_incarnation(v[1], seen_inc)
+  if bad then
+    return nil, bad
   end
   return tonumber(v[2] or DEFAULT_PID_EXPIRY_MS), tonumber(v[3] or DEFAULT_DEDUP_WINDOW)
 end

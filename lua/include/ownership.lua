@@ -32,11 +32,9 @@ local function check_history(row, seen_inc, seen_token)
   if seen_inc == '' then
     return nil
   end
-  if row == nil then
-    return fail(E.STATE_LOST, 'missing', seen_inc, '-')
-  end
-  if row.inc ~= seen_inc then
-    return fail(E.STATE_LOST, 'incarnation', seen_inc, row.inc)
+  local lost = check_incarnation(row and row.inc, seen_inc)
+  if lost then
+    return lost
   end
   if row.token < seen_token then
     return fail(E.STATE_LOST, 'token', seen_token, row.token)

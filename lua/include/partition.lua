@@ -20,11 +20,9 @@ local function check_partition(meta, seen_inc, seen_next)
   if bad then
     return nil, bad
   end
-  if not v[1] then
-    return nil, fail(E.STATE_LOST, 'missing', seen_inc, '-')
-  end
-  if v[1] ~= seen_inc then
-    return nil, fail(E.STATE_LOST, 'incarnation', seen_inc, v[1])
+  bad = check_incarnation(v[1], seen_inc)
+  if bad then
+    return nil, bad
   end
   local next_offset = (v[2] or 0) + 0
   if next_offset < seen_next then

@@ -37,12 +37,10 @@ local function check_standing(key, session, mode, epoch, row_inc)
   if bad then
     return nil, bad
   end
-  local inc, token = v[1], (v[3] or 0) + 0
-  if not inc then
-    return nil, fail(E.STATE_LOST, 'missing', row_inc, '-')
-  end
-  if inc ~= row_inc then
-    return nil, fail(E.STATE_LOST, 'incarnation', row_inc, inc)
+  local token = (v[3] or 0) + 0
+  bad = check_incarnation(v[1], row_inc)
+  if bad then
+    return nil, bad
   end
   if token < epoch then
     return nil, fail(E.STATE_LOST, 'token', epoch, token)
