@@ -63,4 +63,4 @@ if maxlen ~= '' and tonumber(maxlen) ~= m then
   redis.call('HSET', key, 'maxlen', m)
 end
 return {v[1], tonumber(v[3]), tonumber(v[4]), m, tonumber(v[6] or DEFAULT_PID_EXPIRY_MS),
-  tonumber(v[7] or 5)}
+  tonumber(v[7] or DEFAULT_DEDUP_WINDOW)}

@@ -59,4 +59,4 @@ local stored_pidexp = tonumber(v[4] or DEFAULT_PID_EXPIRY_MS)
 if want ~= '' and tonumber(want) ~= n then
   return fail(E.PARTITIONS_MISMATCH, n, want)
 end
-return {inc, n, ready, 0, stored_pidexp, tonumber(v[5] or 5)}
+return {inc, n, ready, 0, stored_pidexp, tonumber(v[5] or DEFAULT_DEDUP_WINDOW)}
