@@ -1,5 +1,5 @@
 """The Lua includes (lua/include/*.lua): each names what it uses, so every helper a script
-calls is defined above the call; each keeps a header.
+calls is defined above the call; each keeps a header; a script's paths load by include.
 
 A helper defined below its first use would be a global lookup in Lua, an error only once
 that line runs: these checks find it without running anything.
@@ -18,6 +18,8 @@ from fencing._lua_loader import (
     load_scripts,
     lua_dir,
     script,
+    script_of_includes,
+    script_without,
 )
 from fencing._protocol.topic import DEFAULT_DEDUP_WINDOW
 
@@ -100,3 +102,27 @@ def test_lua_and_python_share_the_default_dedup_window() -> None:
     judge their resends by the same window."""
     common = (LUA / "include" / "common.lua").read_text(encoding="utf-8")
     assert f"local DEFAULT_DEDUP_WINDOW = {DEFAULT_DEDUP_WINDOW}\n" in common
+
+
+def test_a_script_without_an_include() -> None:
+    general = script_without("append", "append_fast")
+    assert (general.name, general.nkeys) == ("append", 7)
+    assert "local function append_records(" in general.source
+    assert "NOMKSTREAM', '0-' .. id" not in general.source  # the fast path's XADD
+    # The same script below its header, where the fast path stood.
+    body = general.source.split("\n]]\n", 1)[1]
+    assert script("append").source.endswith(body) and len(body) > 1000
+    with pytest.raises(ValueError, match="sink"):
+        script_without("append", "sink")
+
+
+def test_a_script_of_chosen_includes() -> None:
+    fast = script_of_includes("append", 7, ["append_fast"], "return 0\n")
+    assert fast.nkeys == 7 and fast.source.rstrip().endswith("return 0")
+    assert fast.source.startswith("--[[\n  The append's fast path")
+    # The includes an include names come with it, once, above it.
+    window = script_of_includes(
+        "x", 0, ["resend", "dedup_window", "common"], "return judge_resend\n"
+    ).source
+    assert window.count("local function fail(") == 1
+    assert window.index("local function fail(") < window.index("local function judge_resend(")
