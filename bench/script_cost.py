@@ -36,6 +36,7 @@ import fencing
 from fencing import AccessMode
 from fencing import _protocol as protocol
 from fencing._lua_loader import script, script_of_includes, script_without
+from fencing._sync.metadata import metadata_of
 
 from .coalesce import FLOOR_SCRIPT, VALUE
 from .common import server
@@ -101,10 +102,11 @@ def main() -> None:
                 writer = st.writer
                 if wrong == "epoch":
                     writer = replace(writer, epoch=writer.epoch + 1)
+                incarnation = metadata_of(t).incarnation_of(0)
                 return protocol.topic.append(  # type: ignore[return-value]
                     st.pk,
                     batch,
-                    incarnation="other" if wrong == "incarnation" else t.incarnation_of(0),
+                    incarnation="other" if wrong == "incarnation" else incarnation,
                     seen_next=0,
                     expected_offset=None,
                     writer=writer,
