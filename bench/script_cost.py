@@ -1,22 +1,25 @@
-"""Server time of the append script, step by step (A/B in alternating rounds).
+"""Server time of the append script, path by path and step by step (A/B in alternating rounds).
 
     .venv/bin/python -m bench.script_cost
 
 ``lua/append-7.lua`` has a fast path for the common send (``lua/include/append_fast.lua``)
 and a general path behind it that runs whenever the fast path declines (see its header).
-Copies of the fast path cut short after each step run against the same arguments as the
-full script,
-alternating, in one process; INFO commandstats gives the server's own microseconds per call.
-The difference between two cuts is what that step costs. Cut copies never write, so they are
-all sent the same sequence (the next one after the state's): each measures its accepting
-path. The producer is SHARED and idempotent (the default, as in ``bench.coalesce``); one
+Each row loads the script it measures, built from the includes (fencing._lua_loader): the
+full script; the fast path alone (its include by itself, answering an error where it would
+hand over); the general path alone (the script without the fast path's include: what every
+send cost before the fast path, with the same arguments). All run against the same kind of
+call, alternating, in one process; INFO commandstats gives the server's own microseconds per
+call. The producer is SHARED and idempotent (the default, as in ``bench.coalesce``); one
 more row sends the full script for an EXCLUSIVE holder (which also extends its lease on
-every send), one sends the script without its fast path: what every send cost before the
-fast path, with the same arguments, and one sends the full script on a topic whose duplicate
-window is 1,000 batches instead of 5 (the per-send work must not grow with the window). The
-minimal check-and-write script of
-``bench.coalesce`` (the floor of any fenced append) runs alongside with its own two keys and
-arguments.
+every send), and one on a topic whose duplicate window is 1,000 batches instead of 5 (the
+per-send work must not grow with the window).
+
+The steps of the fast path are chosen by the arguments, not by cutting the script: the fast
+path alone is sent calls it declines at one step (another partition incarnation, another
+epoch, a sequence out of order), so each such row is what the fast path costs up to and
+including that step; a declined call writes nothing. The difference between two rows is
+what the steps between them cost. The minimal check-and-write script of ``bench.coalesce``
+(the floor of any fenced append) runs alongside with its own two keys and arguments.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from types import SimpleNamespace
 
 import redis
@@ -31,7 +35,8 @@ import redis
 import fencing
 from fencing import AccessMode
 from fencing import _protocol as protocol
-from fencing._lua_loader import _build, lua_dir, script
+from fencing._lua_loader import script, script_of_includes, script_without
+from fencing._sync.metadata import metadata_of
 
 from .coalesce import FLOOR_SCRIPT, VALUE
 from .common import server
@@ -39,31 +44,32 @@ from .common import server
 FLOOR = "minimal check-and-write script (bench.coalesce)"
 FULL = "full script"
 EXCLUSIVE = "full script, EXCLUSIVE holder"
-GENERAL = "general path alone (the script before its fast path)"
+FAST = "fast path alone"
+GENERAL = "general path alone (the script without its fast path)"
 WIDE = "full script, duplicate window of 1000 batches"
+NOOP = "no-op with the same arguments"
+DECLINED = "FAST_PATH_DECLINED"
 
-#: Where each cut copy of the script returns early: before these lines of its fast path.
-CUTS = {
-    "fast path: arguments parsed": "  local v = try('HMGET', meta,",
-    "fast path: partition checked": "    local w\n",
-    "fast path: producer checked": "      local pids, raw, g, s, tw, x, o, b",
-    "fast path: PID checked": "        local stream, layout = KEYS[2], ARGV[6]",
+#: Rows that send the fast path alone a call it declines at one step, by what is wrong.
+DECLINES = {
+    "fast path alone, declining at the partition check": "incarnation",
+    "fast path alone, declining at the producer check": "epoch",
+    "fast path alone, declining at the PID check": "sequence",
 }
+#: The rows whose calls write (their sequence moves on); the others are sent one call.
+WRITES = (FULL, EXCLUSIVE, FAST, GENERAL, WIDE)
 
 
 def variants() -> dict[str, str]:
     """Every script to measure, by row name (the floor's added by the caller)."""
-    fast_include = '--- @include "append_fast"\n'
-    text = (lua_dir() / "append-7.lua").read_text()
-    fast = (lua_dir() / "include" / "append_fast.lua").read_text()
     full = script("append").source
-    out = {FULL: full, EXCLUSIVE: full, WIDE: full}
-    for name, line in CUTS.items():
-        at = fast.index(line)
-        cut = fast[:at] + "do return '0 0 0 0 0' end\n" + fast[at:]
-        out[name] = _build("append", 7, cut, lua_dir()).source
-    out[GENERAL] = _build("append", 7, text.replace(fast_include, ""), lua_dir()).source
-    out["no-op with the same arguments"] = "return '0 0 0 0 0'"
+    fast = script_of_includes(
+        "append", 7, ["append_fast"], f"return redis.error_reply('{DECLINED}')\n"
+    ).source
+    out = {FULL: full, EXCLUSIVE: full, WIDE: full, FAST: fast}
+    out.update(dict.fromkeys(DECLINES, fast))
+    out[GENERAL] = script_without("append", "append_fast").source
+    out[NOOP] = "return '0 0 0 0 0'"
     return out
 
 
@@ -86,20 +92,27 @@ def main() -> None:
             producer = topic.producer(mode, lease_ttl=600)
             producer.send(b"x")
             standing = producer._standing[0]
-            # The full script writes, so its sequence moves on; a cut copy never does.
-            writes = name in (FULL, EXCLUSIVE, GENERAL, WIDE)
+            # A call that writes moves the sequence on; the others are sent the next one.
+            writes = name in WRITES
             counter: Iterator[int] = iter(range(1, 10**9)) if writes else itertools.repeat(1)
+            wrong = DECLINES.get(name, "")
 
-            def make(t=topic, st=standing, seq=counter) -> protocol.ScriptCall[object]:  # type: ignore[no-untyped-def]
+            def make(t=topic, st=standing, seq=counter, wrong=wrong) -> protocol.ScriptCall[object]:  # type: ignore[no-untyped-def]
                 batch = protocol.topic.encode_batch([fencing.Record(b"x" * 100)], t.limits)
+                writer = st.writer
+                if wrong == "epoch":
+                    writer = replace(writer, epoch=writer.epoch + 1)
+                incarnation = metadata_of(t).incarnation_of(0)
                 return protocol.topic.append(  # type: ignore[return-value]
                     st.pk,
                     batch,
-                    incarnation=t.incarnation_of(0),
+                    incarnation="other" if wrong == "incarnation" else incarnation,
                     seen_next=0,
                     expected_offset=None,
-                    writer=st.writer,
-                    sequenced=protocol.topic.Sequenced(st.generation, next(seq), None, ""),
+                    writer=writer,
+                    sequenced=protocol.topic.Sequenced(
+                        st.generation, next(seq) + (1 if wrong == "sequence" else 0), None, ""
+                    ),
                 )
 
             calls[name] = make
@@ -109,8 +122,15 @@ def main() -> None:
                 r.config_resetstat()
                 for _ in range(300):
                     call = calls[name]()
-                    # Every variant answers: an error would time another path.
-                    r.evalsha(shas[name], len(call.keys), *call.keys, *call.args)
+                    try:
+                        r.evalsha(shas[name], len(call.keys), *call.keys, *call.args)
+                    except redis.ResponseError as exc:
+                        # Only the rows meant to decline may: any other error would time
+                        # another path.
+                        if name not in DECLINES or DECLINED not in str(exc):
+                            raise
+                    else:
+                        assert name not in DECLINES, f"{name}: the fast path took the call"
                 usec[name].append(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
         print(f"server: {s.kind} {s.version}; median server microseconds per call")
         for name, values in sorted(usec.items(), key=lambda kv: statistics.median(kv[1])):

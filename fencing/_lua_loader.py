@@ -1,7 +1,11 @@
 """Loads the Lua scripts shipped in ``lua/``.
 
 Each atomic operation is one file ``<name>-<NKEYS>.lua``. Lines ``--- @include "x"`` pull in
-``include/x.lua`` (once per script, however often named). Scripts name error codes as
+``include/x.lua`` where the first of them stands (once per script, however often named, by the
+script or by an include: an include names the includes it uses, so they come before it). A
+test or benchmark runs one path of a script by what it loads: :func:`script_without` leaves
+chosen includes out, :func:`script_of_includes` builds a script of chosen includes alone.
+Scripts name error codes as
 ``E.<CODE>``; the loader checks each against the table of :mod:`fencing._codes` (a script
 that names a code missing from it is refused at load time) and writes it as the string
 literal ``"<CODE>"``, so no script builds a table of codes on every call. A helper of an
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -86,8 +91,10 @@ def _resolve_includes(text: str, folder: Traversable, seen: set[str]) -> str:
     return _INCLUDE_RE.sub(include, text)
 
 
-def _build(name: str, nkeys: int, text: str, folder: Traversable) -> LuaScript:
-    body = drop_unused(_resolve_includes(text, folder, set()))
+def _build(
+    name: str, nkeys: int, text: str, folder: Traversable, without: Collection[str] = ()
+) -> LuaScript:
+    body = drop_unused(_resolve_includes(text, folder, set(without)))
     unknown = sorted(set(_CODE_USE_RE.findall(body)) - set(CODES))
     if unknown:
         raise ValueError(f"script {name} uses error codes missing from fencing._codes: {unknown}")
@@ -147,3 +154,27 @@ def load_scripts() -> dict[str, LuaScript]:
 def script(name: str) -> LuaScript:
     """One script by name."""
     return load_scripts()[name]
+
+
+def script_without(name: str, *includes: str) -> LuaScript:
+    """Script ``name`` built from its file as :func:`script` builds it, with the named
+    includes left out wherever they are named: ``script_without("append", "append_fast")``
+    is the append's general path alone. Refuses an include the script does not use (the
+    result would be the whole script)."""
+    nkeys = script(name).nkeys
+    folder = lua_dir()
+    text = (folder / f"{name}-{nkeys}.lua").read_text(encoding="utf-8")
+    used: set[str] = set()
+    _resolve_includes(text, folder, used)
+    unused = sorted(set(includes) - used)
+    if unused:
+        raise ValueError(f"script {name} includes none of {unused}")
+    return _build(name, nkeys, text, folder, without=includes)
+
+
+def script_of_includes(name: str, nkeys: int, includes: Sequence[str], then: str = "") -> LuaScript:
+    """A script of the named includes (with the includes they name), in this order, then the
+    code ``then``: ``script_of_includes("append", 7, ["append_fast"], "return 0")`` is the
+    append's fast path alone, answering 0 wherever it would hand over to the general path."""
+    text = "".join(f'--- @include "{include}"\n' for include in includes) + then
+    return _build(name, nkeys, text, lua_dir())

@@ -59,11 +59,12 @@
 
   Checks, in order and before the first write: coordination state (G9), producer session
   and epoch (G2), PID generation, sequence range and digest (G5), expected offset (G3). An
-  exclusive holder whose lease lapsed while nobody else was granted still appends (and its lease is extended): the epoch did not move, as in
-  PIP-68 when the old producer reconnects first. Each record is one XADD with the explicit ID
-  0-(offset+1), so the stream itself refuses to reuse an offset. (The stream's own G9 check,
-  a TYPE call, is made only when a reply is due or by the first XADD: which check fails
-  first, and so which error a call gets, is as this order says.)
+  exclusive holder whose lease lapsed while nobody else was granted still appends (and its
+  lease is extended): the epoch did not move, as in PIP-68 when the old producer
+  reconnects first. Each record is one XADD with the explicit ID 0-(offset+1), so the
+  stream itself refuses to reuse an offset. (The stream's own G9 check, a TYPE call, is
+  made only when a reply is due or by the first XADD: which check fails first, and so
+  which error a call gets, is as this order says.)
 
   Two paths: the fast path (include/append_fast.lua) takes the common send and returns;
   anything else falls through to the general path below, which runs every check from the
@@ -75,7 +76,9 @@
 --- @include "common"
 --- @include "partition"
 --- @include "producer"
---- @include "idempotence"
+--- @include "pid_state"
+--- @include "pid_fence"
+--- @include "resend"
 
 local meta, stream, row_key, pids, pid_expiry, names, win = KEYS[1], KEYS[2], KEYS[3],
   KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -128,7 +131,7 @@ name_vouches, bad = check_name(names, name, producer, pid_gen)
 if bad then return stream_lost(stream, next_offset) or bad end
 -- The PID's state as stored, live or expired (raw nil for none): its generation g, last
 -- sequence s, last write t, last refresh of the expiry index x, owner o and the number of
--- batches b its window recorded (see include/idempotence.lua).
+-- batches b its window recorded (see include/pid_state.lua).
 local raw, g, s, t, x, o, b
 local window = (v[6] or DEFAULT_DEDUP_WINDOW) + 0
 local new_state = false

@@ -48,14 +48,11 @@ local now
 now, bad = check_live_grant(row, session, token, own_inc)
 if bad then return bad end
 
-local v, bad2 = read_checked('HMGET', KEYS[2], 'inc', 'next', 'start')
-if bad2 then return bad2 end
-if not v[1] then
-  return fail(E.STATE_LOST, 'missing', part_inc, '-')
-end
-if v[1] ~= part_inc then
-  return fail(E.STATE_LOST, 'incarnation', part_inc, v[1])
-end
+local v
+v, bad = read_checked('HMGET', KEYS[2], 'inc', 'next', 'start')
+if bad then return bad end
+bad = check_incarnation(v[1], part_inc)
+if bad then return bad end
 local next_offset = tonumber(v[2] or '0')
 if next_offset < seen_next then
   return fail(E.STATE_LOST, 'offset', seen_next, next_offset)

@@ -34,7 +34,8 @@ if t ~= 'none' and t ~= 'hash' then
 end
 if t == 'none' then
   if seen_inc ~= '' or create ~= '1' then
-    return fail(E.STATE_LOST, 'missing', seen_inc, '-')
+    -- G9: gone (once its topic is ready, a partition is never created again).
+    return check_incarnation(nil, seen_inc)
   end
   if redis.call('EXISTS', KEYS[2]) == 1 then
     -- Records without metadata: the offsets they were written at are unknown.
@@ -51,8 +52,10 @@ local v = redis.call('HMGET', key, 'inc', 'topic_inc', 'next', 'start', 'maxlen'
 if v[2] ~= topic_inc then
   return fail(E.STATE_LOST, 'topic', topic_inc, tostring(v[2]))
 end
-if seen_inc ~= '' and v[1] ~= seen_inc then
-  return fail(E.STATE_LOST, 'incarnation', seen_inc, tostring(v[1]))
+if seen_inc ~= '' then
+  -- G9 (a hash without inc reports it as 'false').
+  local lost = check_incarnation(tostring(v[1]), seen_inc)
+  if lost then return lost end
 end
 local m = tonumber(v[5] or '0')
 if maxlen ~= '' and tonumber(maxlen) ~= m then
@@ -60,4 +63,4 @@ if maxlen ~= '' and tonumber(maxlen) ~= m then
   redis.call('HSET', key, 'maxlen', m)
 end
 return {v[1], tonumber(v[3]), tonumber(v[4]), m, tonumber(v[6] or DEFAULT_PID_EXPIRY_MS),
-  tonumber(v[7] or 5)}
+  tonumber(v[7] or DEFAULT_DEDUP_WINDOW)}

@@ -31,14 +31,15 @@
     last; written_next is the one after the server's last (0 if none): a batch below it
     may be a resend, one at or above it was never sent by an older incarnation.
   Errors: PRODUCER_FENCED (reason 'incarnation': an opener with a higher ticket opened this
-    partition already), UNKNOWN_PRODUCER_ID (resume= names state that expired), STATE_LOST (the partition
-    vanished or was recreated, or a PID fresh from the counter already has state: the
-    counter went backwards), WRONG_TYPE, BAD_ARGUMENT (a PID, generation or sequence that
-    is not an integer in [0, 2^53)).
+    partition already), UNKNOWN_PRODUCER_ID (resume= names state that expired),
+    STATE_LOST (the partition vanished or was recreated, or a PID fresh from the counter
+    already has state: the counter went backwards), WRONG_TYPE, BAD_ARGUMENT (a PID,
+    generation or sequence that is not an integer in [0, 2^53)).
 ]]
 --- @include "common"
---- @include "producer"
---- @include "idempotence"
+--- @include "partition"
+--- @include "pid_state"
+--- @include "pid_fence"
 
 local pids, pid_expiry, names, meta, win = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local pid, name = ARGV[1], ARGV[2]

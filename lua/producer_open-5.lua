@@ -1,5 +1,6 @@
 --[[
-  producer_open: register a producer on one partition in an access mode (SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE, EXCLUSIVE_WITH_FENCING).
+  producer_open: register a producer on one partition in an access mode (SHARED,
+  EXCLUSIVE, WAIT_FOR_EXCLUSIVE, EXCLUSIVE_WITH_FENCING).
 
   KEYS[1]  the exclusive-producer row (hash)   <ns>:{<t>/<p>}:own:__producer__
   KEYS[2]  live shared producers (zset)        <ns>:{<t>/<p>}:prod:shared
@@ -42,9 +43,9 @@
   and every waiter are fenced.
 ]]
 --- @include "common"
+--- @include "partition"
 --- @include "producer"
 --- @include "producer_queue"
---- @include "idempotence"
 
 local row_key, shared, waiters, leases, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local session, label, mode = ARGV[1], ARGV[2], ARGV[3]
@@ -64,12 +65,8 @@ local row
 row, bad = load_producer_row(row_key, new_inc)
 if bad then return bad end
 if seen_inc ~= '' then
-  if not row.exists then
-    return fail(E.STATE_LOST, 'missing', seen_inc, '-')
-  end
-  if row.inc ~= seen_inc then
-    return fail(E.STATE_LOST, 'incarnation', seen_inc, row.inc)
-  end
+  bad = check_incarnation(row.exists and row.inc, seen_inc)
+  if bad then return bad end
 end
 if mode == 'wait' and my_wgen ~= '' and tonumber(my_wgen) < row.wgen then
   return fail(E.PRODUCER_FENCED, row.token, row.token, 'fenced-waiter')

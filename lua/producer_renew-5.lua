@@ -27,8 +27,10 @@
     incarnation of the PID or the name exists), STATE_LOST, WRONG_TYPE, BAD_ARGUMENT.
 ]]
 --- @include "common"
+--- @include "partition"
 --- @include "producer"
---- @include "idempotence"
+--- @include "pid_state"
+--- @include "pid_fence"
 
 local row_key, shared, pids, names, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local session, mode, epoch = ARGV[1], ARGV[2], int_arg(ARGV[3])

@@ -26,12 +26,8 @@ if pid_n == nil or pid_n < 1 or not string.match(ARGV[2], '^[np]:%S+$') then
 end
 local v, bad = read_checked('HMGET', key, 'inc', field)
 if bad then return bad end
-if not v[1] then
-  return fail(E.STATE_LOST, 'missing', ARGV[1], '-')
-end
-if v[1] ~= ARGV[1] then
-  return fail(E.STATE_LOST, 'incarnation', ARGV[1], v[1])
-end
+bad = check_incarnation(v[1], ARGV[1])
+if bad then return bad end
 local ticket = 1
 if v[2] then
   local known_pid, last = string.match(v[2], '^(%d+) (%d+)$')

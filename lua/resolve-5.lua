@@ -43,15 +43,17 @@
     another producer object owns this PID at its generation), WRONG_TYPE, BAD_ARGUMENT.
 ]]
 --- @include "common"
---- @include "producer"
---- @include "idempotence"
+--- @include "partition"
+--- @include "pid_state"
+--- @include "pid_fence"
+--- @include "resend"
 
 local pids, pid_expiry, meta, names, win = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local pid, pid_gen = ARGV[1], int_arg(ARGV[2])
 local first_s, last_s, digest = int_arg(ARGV[3]), int_arg(ARGV[4]), ARGV[5]
 local session, pending_ms, fresh = ARGV[6], int_arg(ARGV[8]), ARGV[9]
-if (fresh ~= '0' and fresh ~= '1') or pending_ms == nil or pid_gen == nil or first_s == nil or last_s == nil or pid_gen < 0 or first_s < 0
-    or last_s < first_s or session == '' then
+if (fresh ~= '0' and fresh ~= '1') or pending_ms == nil or pid_gen == nil or first_s == nil
+    or last_s == nil or pid_gen < 0 or first_s < 0 or last_s < first_s or session == '' then
   return fail(E.BAD_ARGUMENT, 'pid_gen/first_seq/last_seq/session',
     ARGV[2] .. '/' .. ARGV[3] .. '/' .. ARGV[4] .. '/' .. session)
 end

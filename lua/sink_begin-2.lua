@@ -29,12 +29,8 @@ if batch == nil or batch < 0 or npart == nil or npart < 0 or query == '' then
 end
 local inc, bad = read_checked('HGET', meta, 'inc')
 if bad then return bad end
-if not inc then
-  return fail(E.STATE_LOST, 'missing', ARGV[1], '-')
-end
-if inc ~= ARGV[1] then
-  return fail(E.STATE_LOST, 'incarnation', ARGV[1], inc)
-end
+bad = check_incarnation(inc, ARGV[1])
+if bad then return bad end
 local s
 s, bad = load_sink(key)
 if bad then return bad end

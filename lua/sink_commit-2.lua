@@ -24,9 +24,8 @@ if batch == nil or rows == nil or rows < 0 then
 end
 local inc, bad = read_checked('HGET', meta, 'inc')
 if bad then return bad end
-if inc ~= ARGV[1] then
-  return fail(E.STATE_LOST, inc and 'incarnation' or 'missing', ARGV[1], inc or '-')
-end
+bad = check_incarnation(inc, ARGV[1])
+if bad then return bad end
 local s
 s, bad = load_sink(key)
 if bad then return bad end

@@ -34,10 +34,14 @@ local t = key_type(key)
 if t ~= 'none' and t ~= 'hash' then
   return fail(E.WRONG_TYPE, t, key)
 end
-if t == 'none' then
-  if seen_inc ~= '' then
-    return fail(E.STATE_LOST, 'missing', seen_inc, '-')
-  end
+local v = t == 'hash'
+  and redis.call('HMGET', key, 'inc', 'partitions', 'ready', 'pidexp', 'dedupw')
+if seen_inc ~= '' then
+  -- G9: the topic the handle saw (a hash without inc reports it as '').
+  local lost = check_incarnation(v and (v[1] or ''), seen_inc)
+  if lost then return lost end
+end
+if not v then
   if want == '' then
     return fail(E.UNKNOWN_TOPIC, key)
   end
@@ -50,13 +54,9 @@ if t == 'none' then
   return {new_inc, n, 0, 1, pidexp, dedupw}
 end
 
-local v = redis.call('HMGET', key, 'inc', 'partitions', 'ready', 'pidexp', 'dedupw')
 local inc, n, ready = v[1] or '', tonumber(v[2] or '0'), tonumber(v[3] or '0')
 local stored_pidexp = tonumber(v[4] or DEFAULT_PID_EXPIRY_MS)
-if seen_inc ~= '' and inc ~= seen_inc then
-  return fail(E.STATE_LOST, 'incarnation', seen_inc, inc)
-end
 if want ~= '' and tonumber(want) ~= n then
   return fail(E.PARTITIONS_MISMATCH, n, want)
 end
-return {inc, n, ready, 0, stored_pidexp, tonumber(v[5] or 5)}
+return {inc, n, ready, 0, stored_pidexp, tonumber(v[5] or DEFAULT_DEDUP_WINDOW)}

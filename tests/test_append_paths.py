@@ -4,11 +4,12 @@
 The script first tries a fast path for the common send and, whenever that path declines,
 runs the general path from the start. Each step here runs one append call three times from
 the same stored state (DUMP and RESTORE of every key the script touches): through the
-whole script, through the general path alone, and through the fast path alone (the general
-path cut off). The whole script and the general path must give the same reply or error and
-leave the same state (server times masked); the fast path alone must either decline (so the
-general path answered) or give exactly the whole script's answer. Each step also says which
-path is meant to answer it, so a fast path that quietly declines everything fails too.
+whole script, through the general path alone (the script without the fast path's
+include), and through the fast path alone (that include by itself). The whole script and
+the general path must give the same reply or error and leave the same state (server times
+masked); the fast path alone must either decline (so the general path answered) or give
+exactly the whole script's answer. Each step also says which path is meant to answer it,
+so a fast path that quietly declines everything fails too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import fencing
 from fencing import AccessMode
 from fencing import _protocol as protocol
 from fencing._keys import Keys, PartitionKeys
-from fencing._lua_loader import _build, lua_dir, script
+from fencing._lua_loader import script, script_of_includes, script_without
 from fencing._protocol.topic import Sequenced
 from fencing._sync.metadata import metadata_of
 from fencing._sync.producer import Producer
@@ -49,16 +50,14 @@ LEASE_TTL = 60.0
 
 
 def _variants() -> dict[str, str]:
-    # The general path alone is the append without its fast-path include; the fast path
-    # alone is that include, declining where the general path would take over.
-    text = (lua_dir() / "append-7.lua").read_text(encoding="utf-8")
-    fast_include = '--- @include "append_fast"\n'
-    assert fast_include in text
+    # Each path loaded by itself: the general path is the append without its fast-path
+    # include; the fast path is that include alone, declining where the general path would
+    # take over.
     return {
         "whole": script("append").source,
-        "general": _build("append", 7, text.replace(fast_include, ""), lua_dir()).source,
-        "fast": _build(
-            "append", 7, fast_include + f"return redis.error_reply('{DECLINED}')\n", lua_dir()
+        "general": script_without("append", "append_fast").source,
+        "fast": script_of_includes(
+            "append", 7, ["append_fast"], f"return redis.error_reply('{DECLINED}')\n"
         ).source,
     }
 
@@ -313,7 +312,7 @@ def test_bad_arguments_are_the_general_paths(paths: Paths, client: fencing.Clien
         paths.restore(call.keys, before)
     # A seen_next with a leading zero is the same number: the fast path takes it.
     paths.check(s.call(header={"seen_next": "01"}), "fast")
-    # A header that does not split into its nine fields.
+    # A header that does not split into its ten fields.
     call = s.call()
     bad = replace(call, args=(call.args[0], "1 2 3", *call.args[2:]))
     assert "BAD_ARGUMENT header" in paths.check(bad, "general")

@@ -54,7 +54,7 @@ do
       if first_seq ~= '' then
         raw = try('HGET', pids, producer)
         if type(raw) == 'string' then
-          -- STATE_RE's fields (include/idempotence.lua), of a state with a last sequence
+          -- STATE_RE's fields (include/pid_state.lua), of a state with a last sequence
           -- of 0 or more.
           g, s, tw, x, o, b = string.match(raw, '^(%d+) (%d+) (%d+) (%d+) ([^|;]*);(%d+)$')
         end

@@ -1,6 +1,11 @@
 --[[
-  Helpers shared by every script. Included at load time by fencing/_lua_loader.py, which also
-  writes every E.<CODE> as the string literal of that code (checked against fencing/_codes.py).
+  Helpers shared by every script: error replies, integer arguments, server time, key types,
+  the G9 incarnation check, notifications. Included at load time by fencing/_lua_loader.py,
+  which also writes every E.<CODE> as the string literal of that code (checked against
+  fencing/_codes.py).
+
+  Functions only: no KEYS or ARGV of its own (callers pass the keys and values it works
+  on); each function says what it returns.
 ]]
 
 -- Fail with "<CODE> <field> ...": protocol.py turns this into the typed exception.
@@ -14,6 +19,8 @@ end
 
 -- Producer state expiry of partitions created before it was kept in their metadata (7 days).
 local DEFAULT_PID_EXPIRY_MS = 604800000
+-- Window size of partitions created before it was kept in their metadata.
+local DEFAULT_DEDUP_WINDOW = 5
 
 -- The largest integer a Lua number (a double) holds exactly: 2^53 - 1.
 local MAX_INT = 9007199254740991
@@ -53,6 +60,40 @@ local function read_checked(command, key, ...)
     return nil, fail(E.WRONG_TYPE, key_type(key), key)
   end
   return reply
+end
+
+-- Checks before any write that a key is of the type a script writes (or absent).
+local function check_type_or_none(key, wanted)
+  local t = key_type(key)
+  if t ~= 'none' and t ~= wanted then
+    return fail(E.WRONG_TYPE, t, key)
+  end
+  return nil
+end
+
+-- The same check of keys[i] against expected[i], for each key in turn.
+local function check_types(keys, expected)
+  for i, key in ipairs(keys) do
+    local t = key_type(key)
+    if t ~= 'none' and t ~= expected[i] then
+      return fail(E.WRONG_TYPE, t, key)
+    end
+  end
+  return nil
+end
+
+-- G9: a call names the incarnation it saw of a key (seen); stored is the one there now, nil
+-- or false when the key (or its incarnation) is gone. Returns nil when they are the same,
+-- else the STATE_LOST reply: 'missing' when gone, 'incarnation' when another (the key was
+-- recreated). Every script judges the pair through this, in this order.
+local function check_incarnation(stored, seen)
+  if not stored then
+    return fail(E.STATE_LOST, 'missing', seen, '-')
+  end
+  if stored ~= seen then
+    return fail(E.STATE_LOST, 'incarnation', seen, stored)
+  end
+  return nil
 end
 
 -- Publish without ever failing the script: a missing pub/sub permission must not undo a

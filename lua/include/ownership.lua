@@ -1,10 +1,13 @@
 --[[
-  Reading one row of the ownership table (G8) and the G9 checks
-  every fenced call makes. Needs common.lua.
+  Reading one row of the ownership table (G8) and the G9 checks every fenced call makes.
+
+  Functions only: no KEYS or ARGV of its own (callers pass the keys and values it works
+  on); each function says what it returns.
 
   Row fields: inc (incarnation), session, label, gen (generation G), token (T),
   expires (lease expiry, server ms).
 ]]
+--- @include "common"
 
 -- Returns the row as a table, or nil when the key does not exist, or an error reply.
 local function load_row(key)
@@ -32,11 +35,9 @@ local function check_history(row, seen_inc, seen_token)
   if seen_inc == '' then
     return nil
   end
-  if row == nil then
-    return fail(E.STATE_LOST, 'missing', seen_inc, '-')
-  end
-  if row.inc ~= seen_inc then
-    return fail(E.STATE_LOST, 'incarnation', seen_inc, row.inc)
+  local lost = check_incarnation(row and row.inc, seen_inc)
+  if lost then
+    return lost
   end
   if row.token < seen_token then
     return fail(E.STATE_LOST, 'token', seen_token, row.token)

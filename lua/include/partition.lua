@@ -1,6 +1,9 @@
 --[[
-  Reading a partition's metadata and the G9 checks of every call on a partition.
-  Needs common.lua.
+  Reading a partition's metadata and the G9 checks of every call on a partition, and
+  appending records to its stream.
+
+  Functions only: no KEYS or ARGV of its own (callers pass the keys and values it works
+  on); each function says what it returns.
 
   Partition fields: inc (incarnation), topic_inc, next (next offset), start (first retained
   offset), maxlen (0: unlimited), pidexp (producer state expiry in ms) and dedupw (the
@@ -8,6 +11,7 @@
   partition was created (absent in older partitions: 7 days, 5 batches). The stream entry of
   offset o has the ID 0-(o+1).
 ]]
+--- @include "common"
 
 -- The G9 checks of every call on a partition but the stream's own (stream_lost): the
 -- metadata is there, of the incarnation the caller saw (seen_inc), and has not gone back
@@ -20,17 +24,30 @@ local function check_partition(meta, seen_inc, seen_next)
   if bad then
     return nil, bad
   end
-  if not v[1] then
-    return nil, fail(E.STATE_LOST, 'missing', seen_inc, '-')
-  end
-  if v[1] ~= seen_inc then
-    return nil, fail(E.STATE_LOST, 'incarnation', seen_inc, v[1])
+  bad = check_incarnation(v[1], seen_inc)
+  if bad then
+    return nil, bad
   end
   local next_offset = (v[2] or 0) + 0
   if next_offset < seen_next then
     return nil, fail(E.STATE_LOST, 'offset', seen_next, next_offset)
   end
   return v, next_offset
+end
+
+-- The producer state expiry and duplicate window of a partition, from its metadata (KEYS
+-- of the caller), checked against the partition incarnation the caller saw (G9). Returns
+-- expiry_ms, window, or nil and an error reply.
+local function partition_pid_settings(meta, seen_inc)
+  local v, bad = read_checked('HMGET', meta, 'inc', 'pidexp', 'dedupw')
+  if bad then
+    return nil, bad
+  end
+  bad = check_incarnation(v[1], seen_inc)
+  if bad then
+    return nil, bad
+  end
+  return tonumber(v[2] or DEFAULT_PID_EXPIRY_MS), tonumber(v[3] or DEFAULT_DEDUP_WINDOW)
 end
 
 -- The last G9 check of a partition: its stream is a stream, or missing while nothing was

@@ -1,5 +1,9 @@
 --[[
-  The producer side of a partition (the access modes). Needs common.lua.
+  The producer side of a partition (the access modes): its exclusive-producer row, and the
+  check of every fenced producer call.
+
+  Functions only: no KEYS or ARGV of its own (callers pass the keys and values it works
+  on); each function says what it returns.
 
   The exclusive-producer row is the ownership row ("__producer__", "<topic>/<p>") with four
   more fields: mode ('' none yet, 'x' exclusive regime, 's' shared regime), wgen (bumped by
@@ -9,6 +13,7 @@
   is the partition's epoch. The queues of shared producers and waiters are in
   producer_queue.lua.
 ]]
+--- @include "common"
 
 -- The row as a table ({} fields defaulted when the key is missing: exists = false).
 local function load_producer_row(key, new_inc)
@@ -37,12 +42,10 @@ local function check_standing(key, session, mode, epoch, row_inc)
   if bad then
     return nil, bad
   end
-  local inc, token = v[1], (v[3] or 0) + 0
-  if not inc then
-    return nil, fail(E.STATE_LOST, 'missing', row_inc, '-')
-  end
-  if inc ~= row_inc then
-    return nil, fail(E.STATE_LOST, 'incarnation', row_inc, inc)
+  local token = (v[3] or 0) + 0
+  bad = check_incarnation(v[1], row_inc)
+  if bad then
+    return nil, bad
   end
   if token < epoch then
     return nil, fail(E.STATE_LOST, 'token', epoch, token)
@@ -62,14 +65,4 @@ local function save_producer_row(key, row)
   redis.call('HSET', key, 'inc', row.inc, 'session', row.session, 'label', row.label,
     'gen', row.gen, 'token', row.token, 'expires', row.expires, 'mode', row.mode,
     'wgen', row.wgen, 'wseq', row.wseq, 'pname', row.pname)
-end
-
-local function check_types(keys, expected)
-  for i, key in ipairs(keys) do
-    local t = key_type(key)
-    if t ~= 'none' and t ~= expected[i] then
-      return fail(E.WRONG_TYPE, t, key)
-    end
-  end
-  return nil
 end

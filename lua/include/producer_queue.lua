@@ -2,8 +2,12 @@
   The queues of a partition's producers (the access modes): live shared producers (a zset
   session -> lease expiry, ms) and WAIT_FOR_EXCLUSIVE waiters (a zset session -> arrival
   number, FIFO, and a hash session -> lease expiry). Lapsed entries are removed a bounded
-  number at a time. Needs common.lua.
+  number at a time.
+
+  Functions only: no KEYS or ARGV of its own (callers pass the keys and values it works
+  on); each function says what it returns.
 ]]
+--- @include "common"
 
 local MAX_CLEANUP = 100
 

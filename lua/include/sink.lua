@@ -1,5 +1,8 @@
 --[[
-  The Spark sink's state on one partition. Needs common.lua.
+  The Spark sink's state on one partition.
+
+  Functions only: no KEYS or ARGV of its own (callers pass the keys and values it works
+  on); each function says what it returns.
 
   One hash per (partition, app id), <ns>:{<topic>/<p>}:sink:<app>:
     q   the query id of the app's lineage (stable across restarts from one checkpoint)
@@ -12,6 +15,7 @@
   A new batch drops the previous batch's s<i> fields: Spark begins batch b + 1 only after it
   committed batch b, so b is never replayed.
 ]]
+--- @include "common"
 
 local function load_sink(key)
   local v, bad = read_checked('HMGET', key, 'q', 'b', 'n', 'c', 'r')
