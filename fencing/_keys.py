@@ -16,7 +16,7 @@ Layout (``ns`` is the client's namespace)::
     <ns>:{<topic>/<p>}:prod:shared            zset: live shared producers (session -> expiry)
     <ns>:{<topic>/<p>}:prod:waiters           zset: WAIT_FOR_EXCLUSIVE queue (session -> arrival)
     <ns>:{<topic>/<p>}:prod:waitexp           hash: waiter leases (session -> expiry)
-    <ns>:{<topic>/<p>}:pids                   hash: idempotence state per PID (idempotence.lua)
+    <ns>:{<topic>/<p>}:pids                   hash: idempotence state per PID (pid_state.lua)
     <ns>:{<topic>/<p>}:pidexp                 zset: PID -> last write (ms), for expiry
     <ns>:{<topic>/<p>}:names                  hash: producer name -> "pid generation"
     <ns>:{<topic>/<p>}:win                    hash: duplicate windows, "<pid>:<slot>" -> a batch

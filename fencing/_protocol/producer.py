@@ -47,7 +47,7 @@ def decode_pid_state(
     pid: int | str | None = None,
     size: int = DEFAULT_DEDUP_WINDOW,
 ) -> PidState:
-    """Parse a state as ``lua/include/idempotence.lua`` writes it, ``"<g> <s> <t> <x>
+    """Parse a state as ``lua/include/pid_state.lua`` writes it, ``"<g> <s> <t> <x>
     <owner>;<batches>"`` (a state of an older version, ``"<g> <s> <t> <x> <owner>|..."``,
     reads with an empty window), and its window from ``slots`` (the partition's window
     hash, ``"<pid>:<slot>" -> "<first> <last> <digest> <offset>"``; ``pid`` says whose).

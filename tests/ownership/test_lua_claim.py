@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from fencing._lua_loader import script
-
-from .helpers import next_message, server_ms, wait_server_past
+from tests.support.clock import server_ms, wait_server_past
+from tests.support.pubsub import next_message
 
 TTL = 10_000
 SESSION_CH = "sess:"
