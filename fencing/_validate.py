@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._keys import validate_resource
+from ._modes import AccessMode
+from ._state import ProducerState
 from .errors import InvalidArgument, InvalidArgumentType
 
 
@@ -139,3 +141,60 @@ def read_limits(max_records: object, block_ms: object) -> tuple[int, int]:
     if block > MAX_BLOCK_MS:
         raise InvalidArgument(f"block_ms is capped at {MAX_BLOCK_MS} (one day), got {block}")
     return count, block
+
+
+def producer_args(
+    topic: str,
+    access_mode: object,
+    *,
+    wait_timeout: object,
+    idempotent: object,
+    resume: object,
+    linger_ms: object,
+    batch_size: object,
+) -> None:
+    """Refuse, before anything is made, the arguments of a producer that cannot work.
+
+    >>> producer_args("orders", AccessMode.SHARED, wait_timeout=None, idempotent=True,
+    ...               resume=None, linger_ms=0.0, batch_size=16384)
+    """
+    if isinstance(linger_ms, bool) or not isinstance(linger_ms, (int, float)):
+        raise InvalidArgumentType(
+            f"linger_ms must be a number of milliseconds, got {type(linger_ms).__name__}"
+        )
+    if not math.isfinite(linger_ms) or not 0 <= linger_ms <= 60_000:
+        raise InvalidArgument(
+            f"linger_ms must be between 0 and 60000 milliseconds, got {linger_ms!r}"
+        )
+    check_int("batch_size", batch_size, minimum=1)
+    if not isinstance(idempotent, bool):
+        raise InvalidArgumentType("idempotent must be a bool")
+    if resume is not None:
+        if not isinstance(resume, ProducerState):
+            raise InvalidArgumentType(
+                f"resume must be a fencing.ProducerState, got {type(resume).__name__}"
+            )
+        if resume.topic != topic:
+            raise InvalidArgument(
+                f"resume= holds the state of topic {resume.topic!r}, not {topic!r}"
+            )
+        if not idempotent:
+            raise InvalidArgument("resume= needs an idempotent producer")
+    if not isinstance(access_mode, AccessMode):
+        raise InvalidArgumentType(
+            f"access_mode must be a fencing.AccessMode, got {type(access_mode).__name__}"
+        )
+
+
+def wait_timeout_arg(wait_timeout: object) -> float | None:
+    """``wait_timeout`` as seconds (None: wait for ever), else a typed error."""
+    if wait_timeout is None:
+        return None
+    if isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)):
+        raise InvalidArgumentType("wait_timeout must be None or seconds")
+    if not math.isfinite(wait_timeout) or wait_timeout < 0:
+        raise InvalidArgument(
+            f"wait_timeout must be None (wait for ever) or a finite number of seconds "
+            f">= 0, got {wait_timeout!r}"
+        )
+    return wait_timeout

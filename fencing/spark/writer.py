@@ -18,7 +18,7 @@ from .._protocol.sink import CHAIN_START, Chunk, Lineage, chain
 from .._protocol.topic import EncodedBatch
 from .._sync.client import Client
 from .._sync.metadata import metadata_of
-from .._sync.producer import Producer
+from .._sync.producer import Producer, fenced_call
 from .._sync.topic import Topic
 from .rows import RowLayout, encode_row
 
@@ -128,7 +128,8 @@ def write_partition(
             batch=EncodedBatch(len(target.layout), "".join(target.layout), target.parts, ""),
         )
         pk = meta.partition_keys(t)
-        done = producer._standing_call(
+        done = fenced_call(
+            producer,
             t,
             lambda writer: protocol.sink.append(
                 pk,

@@ -150,7 +150,7 @@ def test_a_client_with_a_credential_provider_releases_every_connection_to_its_po
     client = fencing.Client(base, namespace=namespace)
     producer = client.topic("t", partitions=1).producer(AccessMode.EXCLUSIVE)
     assert [producer.send(b"x").offset for _ in range(3)] == [0, 1, 2]
-    driver = context_of(client).driver(producer._budget.timeout)
+    driver = context_of(client).driver(producer._calls.budget.timeout)
     connections = driver._scripts
     assert connections._stack == []
     assert connections.pool._in_use_connections == set()  # type: ignore[attr-defined]

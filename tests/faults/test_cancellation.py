@@ -51,7 +51,7 @@ async def test_cancelled_sends_land_once_or_never_and_the_log_holds(aio_api: Api
             value = f"last-{partition}".encode()
             md = await producer.send(value, partition=partition)
             attempts.append(Attempt(value, partition, "acked", md.offset, md.epoch))
-            assert producer._standing[partition].pending is None
+            assert producer._queues[partition].standing.pending is None
     assert cancelled > 20, f"seed {SEED}: too few cancellations to mean anything"
     with fencing.Client.from_url(aio_api.url, namespace=aio_api.namespace) as checker:
         report = verify_log(checker, "t", attempts=attempts)

@@ -96,7 +96,7 @@ async def test_random_cancellation_of_queued_and_leading_tasks(aio_api: Api) -> 
         for p in (0, 1):
             md = await producer.send(b"last%d" % p, partition=p)
             ledger.acked(b"last%d" % p, md, p)
-            assert unwrap(producer)._standing[p].pending is None
+            assert unwrap(producer)._queues[p].standing.pending is None
     ledger.check_one_answer_each([v for v, _ in sent])
     assert sum(1 for v, _ in sent if ledger.outcome(v) == "unknown") >= 20
     await check_ledger(topic, ledger, partitions=2)
@@ -112,7 +112,7 @@ async def test_a_task_cancelled_while_serving_others(aio_api: Api) -> None:
     topic = client.topic("t", partitions=1)
     async with await topic.producer() as producer:
         await producer.send(b"first")
-        original = producer._execute
+        original = producer._calls.execute
         gates: list[asyncio.Event] = []
         entered: list[int] = []
 
@@ -124,17 +124,17 @@ async def test_a_task_cancelled_while_serving_others(aio_api: Api) -> None:
                 await gate.wait()
             return await original(call, durability)
 
-        producer._execute = gated
+        producer._calls.execute = gated
         a = asyncio.ensure_future(producer.send(b"a"))
         await wait_until_async(lambda: len(gates) == 1)
         b = asyncio.ensure_future(producer.send(b"b"))
         c = asyncio.ensure_future(producer.send(b"c"))
-        await wait_until_async(lambda: len(producer._standing[0].queue) == 2)
+        await wait_until_async(lambda: len(producer._queues[0].queue) == 2)
         gates[0].set()  # A's own call goes through
         await wait_until_async(lambda: len(gates) == 2)  # A now carries B and C
         a.cancel()
         results = await bounded(asyncio.gather(a, b, c, return_exceptions=True))
-        producer._execute = original
+        producer._calls.execute = original
         assert isinstance(results[0], asyncio.CancelledError)
         assert isinstance(results[1], fencing.OutcomeUnknown), results
         assert isinstance(results[2], fencing.OutcomeUnknown), results
@@ -221,7 +221,7 @@ async def test_a_cancelled_task_whose_wake_up_came_passes_the_lead_on(
     topic = aclient.topic("t", partitions=1)
     async with await topic.producer() as producer:
         await producer.send(b"warm", partition=0)
-        standing = producer._standing[0]
+        standing = producer._queues[0]
         await standing.lock.acquire()  # a call in flight
         first = asyncio.ensure_future(producer.send(b"first", partition=0))
         second = asyncio.ensure_future(producer.send(b"second", partition=0))
@@ -229,7 +229,7 @@ async def test_a_cancelled_task_whose_wake_up_came_passes_the_lead_on(
             await asyncio.sleep(0)
         began = time.monotonic()
         standing.lock.release()
-        producer._wake_head(standing)  # the holder lets go: the first is woken ...
+        standing.wake_head()  # the holder lets go: the first is woken ...
         first.cancel()  # ... and cancelled before it runs
         async with asyncio.timeout(5):
             md = await second

@@ -261,7 +261,7 @@ def test_a_send_async_racing_close_gets_an_answer(
     thread.start()
     assert inside.wait(5)
     producer.close()
-    sender = producer._sender
+    sender = producer._sender.running
     if isinstance(sender, threading.Thread):
         sender.join(5)
     resume.set()

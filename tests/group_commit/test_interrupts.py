@@ -164,7 +164,7 @@ def test_callers_chained_after_an_interrupted_caller_are_still_woken(
     topic = client.topic("t", partitions=1)
     with topic.producer() as producer:
         producer.send(b"warm", partition=0)
-        standing = producer._standing[0]
+        standing = producer._queues[0]
         gate = Gate(producer)
         out: dict[bytes, Any] = {}
         interrupted = threading.Event()
@@ -249,7 +249,7 @@ def test_send_async_records_requeued_after_an_interrupted_flush_are_answered(
 
 
 def test_an_interrupt_as_the_leader_lets_go_never_keeps_the_partition_lock(
-    client: fencing.Client,
+    client: fencing.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A thread's send() leads (it holds the partition's lock and sends); its record lands; Ctrl-C
     (or any async exception) arrives as it lets go, at the first instruction of the
@@ -260,17 +260,17 @@ def test_an_interrupt_as_the_leader_lets_go_never_keeps_the_partition_lock(
     send() on the partition is answered, close() returns."""
     topic = client.topic("t", partitions=1)
     producer = topic.producer()
-    standing = producer._standing[0]
-    real = producer._wake_answered
+    standing = producer._queues[0]
+    real = type(standing)._wake_answered
     hit: list[str] = []
 
     def interrupted_on_letting_go(s: Any) -> None:
-        if not hit and sys._getframe(1).f_code.co_name == "_send":
+        if not hit and sys._getframe(1).f_code.co_name == "submit":
             hit.append("x")
             raise KeyboardInterrupt  # (what a SIGINT at this call's first instruction does)
         real(s)
 
-    producer._wake_answered = interrupted_on_letting_go  # type: ignore[method-assign]
+    monkeypatch.setattr(type(standing), "_wake_answered", interrupted_on_letting_go)
     try:
         with pytest.raises(KeyboardInterrupt):
             producer.send(b"landed", partition=0)
@@ -420,7 +420,7 @@ def test_an_interrupt_after_the_wake_up_and_before_passing_it_on_strands_no_call
 
     monkeypatch.setattr(group_commit, "pass_on", interrupted)
     with topic.producer() as producer:
-        standing = producer._standing[0]
+        standing = producer._queues[0]
         gate = Gate(producer)
         out: dict[bytes, Any] = {}
         workers = [sender(producer, b"a", out)]
@@ -464,7 +464,7 @@ def test_an_interrupt_of_the_leader_outside_the_call_leaves_no_caller_hanging(
     topic = client.topic("t", partitions=1)
     producer = topic.producer()
     producer.send(b"first")
-    standing = producer._standing[0]
+    standing = producer._queues[0]
     taken: list[list[Any]] = []
     entered = threading.Event()
     release = threading.Event()
@@ -501,7 +501,7 @@ def test_an_interrupt_of_the_leader_outside_the_call_leaves_no_caller_hanging(
         t.start()
     wait_until(lambda: len(standing.queue) == 5, interval=0.002, detail=stacks)
     standing.lock.release()
-    producer._wake_head(standing)
+    standing.wake_head()
     try:
         assert entered.wait(5)
         (leader_thread,) = [t for t in threads if t.ident == holder_of(standing, threads)]
@@ -540,8 +540,8 @@ def test_an_interrupt_of_a_queued_thread_and_of_the_leader_during_its_call(
     topic = client.topic("t", partitions=1)
     producer = topic.producer()
     producer.send(b"first")
-    standing = producer._standing[0]
-    original = producer._execute
+    standing = producer._queues[0]
+    original = producer._calls.execute
     entered = threading.Event()
     release = threading.Event()
 
@@ -553,7 +553,7 @@ def test_an_interrupt_of_a_queued_thread_and_of_the_leader_during_its_call(
                 pass  # the asynchronous exception lands here, inside the call
         return original(call, durability)
 
-    monkeypatch.setattr(producer, "_execute", spinning)
+    monkeypatch.setattr(producer._calls, "execute", spinning)
     answers: dict[int, list[object]] = {i: [] for i in range(6)}
 
     def send(i: int) -> None:
@@ -572,7 +572,7 @@ def test_an_interrupt_of_a_queued_thread_and_of_the_leader_during_its_call(
         threads[2].join(5)
         assert isinstance(answers[2][0], KeyboardInterrupt), answers[2]
         standing.lock.release()
-        producer._wake_head(standing)
+        standing.wake_head()
         assert entered.wait(5)
         leader_ident = holder_of(standing, threads)
         (leader,) = [t for t in threads if t.ident == leader_ident]
@@ -585,7 +585,7 @@ def test_an_interrupt_of_a_queued_thread_and_of_the_leader_during_its_call(
         others = [i for i, t in enumerate(threads) if t is not leader and i != 2]
         assert isinstance(answers[threads.index(leader)][0], KeyboardInterrupt)
         assert all(isinstance(answers[i][0], fencing.OutcomeUnknown) for i in others), answers
-        assert standing.pending is not None
+        assert standing.standing.pending is not None
         md = producer.send(b"after")
         assert producer.last_resolution == (0, None)
         assert md.offset == 1
@@ -610,7 +610,7 @@ def holder_of(standing: Any, threads: list[threading.Thread]) -> int | None:
     for t in threads:
         frame = frames.get(t.ident or 0)
         while frame is not None:
-            if frame.f_code.co_name == "_send_next":
+            if frame.f_code.co_name == "send_next":
                 return t.ident
             frame = frame.f_back
     return None

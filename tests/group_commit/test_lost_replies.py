@@ -82,7 +82,7 @@ async def test_replies_lost_for_good_then_restored_settle_the_pending_batch(
         assert all(isinstance(d, fencing.OutcomeUnknown) for d in done), done
         for i, d in enumerate(done):
             ledger.failed(b"v%d" % i, d)
-        assert unwrap(producer)._standing[0].pending is not None
+        assert unwrap(producer)._queues[0].standing.pending is not None
         rule.remove()
         md = await bounded(producer.send(b"after"))
         ledger.acked(b"after", md)

@@ -15,8 +15,8 @@ import pytest
 
 import fencing
 import fencing.aio
-from fencing._async import producer as aproducer
-from fencing._sync import producer as sync_producer
+from fencing._async import partition_queue as aio_queue
+from fencing._sync import partition_queue as sync_queue
 from fencing.verify import Attempt, verify_log
 
 from ..conftest import ServerInfo
@@ -53,7 +53,7 @@ def test_a_lone_caller_does_not_wait_for_a_chain(client: fencing.Client) -> None
     with topic.producer() as producer:
         for i in range(20):
             assert producer.send(b"%d" % i, partition=0).offset == i
-        assert producer._standing[0].to_wake is None
+        assert producer._queues[0].to_wake is None
 
 
 @pytest.mark.usefixtures("no_recheck")
@@ -128,19 +128,19 @@ def test_a_send_queued_behind_a_lingering_send_async_record_is_woken(
         first = producer.send_async(b"0", partition=0)
         producer.flush()
         assert first.result(timeout=5).offset == 0
-        standing = producer._standing[0]
+        standing = producer._queues[0]
         gate = Gate(producer)
         out: dict[bytes, Any] = {}
         threads_ = [sender(producer, b"lead", out)]
         gate.wait_arrival()  # the leader's own call
-        for k in range(sync_producer._SERVE_AFTER_OWN):
+        for k in range(sync_queue.SERVE_AFTER_OWN):
             value = b"t%d" % k
             threads_.append(sender(producer, value, out))
             wait_until(lambda: len(standing.queue) == 1, interval=0.001)
             gate.let_go()
             gate.wait_arrival()  # extra call k + 1, carrying t<k>
         lingering = producer.send_async(b"x", partition=0)
-        wait_until(lambda: producer._lingering, interval=0.001)
+        wait_until(lambda: producer._wakeup.lingering, interval=0.001)
         late = sender(producer, b"s", out)
         wait_until(lambda: len(standing.queue) == 2, interval=0.001)
         gate.active = False
@@ -162,7 +162,7 @@ async def test_a_task_send_queued_behind_a_lingering_record_is_woken(
     send() task behind it.
 
     The send() task takes the queue at once."""
-    monkeypatch.setattr(aproducer, "_RECHECK_SECONDS", 60.0)
+    monkeypatch.setattr(aio_queue, "RECHECK_SECONDS", 60.0)
     client = fencing.aio.Client.from_url(server.url, namespace=namespace)
     try:
         topic = client.topic("t", partitions=1)
@@ -170,14 +170,14 @@ async def test_a_task_send_queued_behind_a_lingering_record_is_woken(
         first = await producer.send_async(b"0", partition=0)
         await producer.flush()
         assert first.result().offset == 0
-        standing = producer._standing[0]
+        standing = producer._queues[0]
         await standing.lock.acquire()  # a holder that does not serve the queue
         lingering = await producer.send_async(b"x", partition=0)
         late = asyncio.ensure_future(producer.send(b"s", partition=0))
         while len(standing.queue) < 2:
             await asyncio.sleep(0)
         standing.lock.release()
-        producer._wake_head(standing)  # what _holding() does as it lets go
+        standing.wake_head()  # what _holding() does as it lets go
         done, _ = await asyncio.wait([late], timeout=3)
         late.cancel()
         assert done, "a send() task queued behind a lingering record was never woken"

@@ -11,13 +11,14 @@ import pytest
 import redis
 
 import fencing
+import fencing.aio
 from fencing import AccessMode, Client, ProducerBusy, ProducerFenced
 from fencing import _protocol as protocol
 from fencing._keys import slot_of
 from tests.support.internals import context_of, metadata_of
 
 from ..support.clock import server_ms, wait_server_past
-from ..support.flavours import Api
+from ..support.flavours import Api, unwrap
 from ..support.logs import values_of
 from ..support.polling import wait_until
 
@@ -394,7 +395,7 @@ def test_a_renewal_racing_close_never_registers_a_closed_shared_producer(
 ) -> None:
     topic = client.topic("t", partitions=1)
     shared = topic.producer(lease_ttl=30)
-    standing = shared._standing[0]
+    standing = shared._queues[0].standing
     shared.close()
     call = protocol.producer.producer_renew(
         standing.pk,
@@ -502,7 +503,11 @@ async def test_failed_shared_open_leaves_no_renewal_task(api: Api) -> None:
         (metadata_of(holder_topic).partition_keys(p) for p in (0, 1)),
         key=lambda k: slot_of(k.owner),
     )
-    await holder._leave(first, "x", holder.epoch(first.partition))
+    lease, epoch = unwrap(holder)._lease, holder.epoch(first.partition)
+    if isinstance(unwrap(holder), fencing.aio.Producer):
+        await lease.leave(first, "x", epoch)
+    else:
+        await asyncio.to_thread(lease.leave, first, "x", epoch)
     try:
         before = keeper_tasks(client)
         for _ in range(3):

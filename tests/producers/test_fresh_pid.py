@@ -23,7 +23,8 @@ import redis
 
 import fencing
 import fencing.aio
-from fencing._sync import producer as sync_producer
+from fencing._sync import producer_ids as sync_ids
+from fencing._sync import standing as sync_standing
 from fencing.faults import Proxy
 from fencing.testing import memory_client, memory_redis, memory_server
 from fencing.verify import Attempt, verify_log
@@ -123,7 +124,7 @@ def test_an_interrupt_between_retiring_the_pid_and_taking_the_fresh_one_loses_no
         def interrupt(_: Any) -> None:
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(sync_producer.Producer, "_retired", OnRetire(interrupt), raising=False)
+        monkeypatch.setattr(sync_ids.ProducerIds, "retired", OnRetire(interrupt), raising=False)
         with pytest.raises(KeyboardInterrupt):
             p.send_batch([b"lost-to-ctrl-c"], partition=0)
         x_again = offsets(p.send_batch([b"x"], partition=1))
@@ -166,8 +167,8 @@ def test_an_interrupt_while_a_partition_moves_to_the_fresh_pid_loses_nothing(
         old = p.producer_id
         expire(raw, topic, old, 0)
         assert offsets(p.send_batch([b"y"], partition=0)) == [1]
-        assert p._standing[1].pid == old
-        monkeypatch.setattr(sync_producer, "dataclasses", InterruptedReplace())
+        assert p._queues[1].standing.pid == old
+        monkeypatch.setattr(sync_ids, "dataclasses", InterruptedReplace())
         with pytest.raises(KeyboardInterrupt):
             p.send_batch([b"lost-to-ctrl-c"], partition=1)
         x_again = offsets(p.send_batch([b"x"], partition=1))
@@ -193,8 +194,8 @@ def test_state_read_while_another_thread_takes_the_fresh_pid_never_names_the_old
         old = p.producer_id
         expire(raw, topic, old, 0)
 
-        hook = OnRetire(lambda producer: seen.append(producer.state))  # a checkpoint, then
-        monkeypatch.setattr(sync_producer.Producer, "_retired", hook, raising=False)
+        hook = OnRetire(lambda _ids: seen.append(p.state))  # a checkpoint, then
+        monkeypatch.setattr(sync_ids.ProducerIds, "retired", hook, raising=False)
         assert offsets(p.send_batch([b"y"], partition=0)) == [1]
     (saved,) = seen
     # At that instant the state still names P0 with its real sequences (no
@@ -248,7 +249,7 @@ def test_partitions_that_find_out_at_once_draw_one_fresh_pid(
             expire(raw, topic, old, i)
         inside = [0]
         guard = threading.Lock()
-        take = p._take_fresh_pid
+        take = p._ids.take_fresh
         allocate = context_of(client).allocate_producer_id
 
         def counted(standing: Any) -> None:
@@ -260,7 +261,7 @@ def test_partitions_that_find_out_at_once_draw_one_fresh_pid(
             wait_until(lambda: inside[0] == n, timeout=5.0, interval=0.001)
             return allocate()
 
-        p._take_fresh_pid = counted  # type: ignore[method-assign]
+        p._ids.take_fresh = counted  # type: ignore[method-assign]
         context_of(client).allocate_producer_id = held  # type: ignore[method-assign]
         start = threading.Barrier(n)
         results: dict[int, Any] = {}
@@ -281,7 +282,7 @@ def test_partitions_that_find_out_at_once_draw_one_fresh_pid(
         assert results == {i: [1] for i in range(n)}
         fresh = p.producer_id
         assert fresh == old + 1 == issued(raw, client)
-        assert p._retired == {old}
+        assert p._ids.retired == {old}
         state = p.state
     assert (state.producer_id, dict(state.sequences)) == (fresh, {i: 1 for i in range(n)})
     for i in range(n):
@@ -310,13 +311,13 @@ def test_a_batch_pending_under_the_old_pid_is_resolved_there_before_the_move(
         expire(raw, topic, old, 0)
         assert offsets(p.send_batch([b"c"], partition=0)) == [1]
         fresh = p.producer_id
-        assert p._standing[1].pid == old and p._standing[1].pending is not None
+        assert p._queues[1].standing.pid == old and p._queues[1].standing.pending is not None
         with pytest.raises(fencing.InvalidArgument, match="resolve"):
             p.state  # noqa: B018 - no state can say how to resend P0's pending batch
         s = offsets(p.send_batch([b"s"], partition=1))
         assert p.last_resolution == (1, [fencing.RecordMetadata("t", 1, 1, 0)] if landed else None)
         assert not p.fenced
-        assert (p._standing[1].pid, p._standing[1].generation) == (fresh, 0)
+        assert (p._queues[1].standing.pid, p._queues[1].standing.generation) == (fresh, 0)
         assert offsets(p.send_batch([b"t"], partition=1)) == [s[0] + 1]
         state = p.state
     assert (state.producer_id, state.generations[1], state.next_sequence(1)) == (fresh, 0, 2)
@@ -351,7 +352,7 @@ def test_resolve_on_a_partition_not_moved_yet_settles_under_the_old_pid(
         fresh = p.producer_id
         assert p.resolve(1) == [fencing.RecordMetadata("t", 1, 1, 0)]
         assert p.resolve(1) is None  # nothing pending any more
-        assert (p._standing[1].pid, p._standing[1].next_sequence) == (old, 2)
+        assert (p._queues[1].standing.pid, p._queues[1].standing.next_sequence) == (old, 2)
         assert (p.state.producer_id, p.state.next_sequence(1)) == (fresh, 0)
         assert offsets(p.send_batch([b"s"], partition=1)) == [2]
     assert log(client, "t", 1) == [(0, b"b", old), (1, b"r", old), (2, b"s", fresh)]
@@ -432,7 +433,7 @@ def test_a_fenced_incarnation_whose_state_expired_stays_fenced(
             before = issued(raw, client)
             with pytest.raises(fencing.ProducerFenced):
                 x.send_batch([b"late"], partition=0)
-            assert x.fenced and x.producer_id == pid and not x._retired
+            assert x.fenced and x.producer_id == pid and not x._ids.retired
             assert issued(raw, client) == before
             assert offsets(y.send_batch([b"c"], partition=0)) == [2]
     finally:
@@ -479,14 +480,14 @@ def test_a_takeover_while_the_fresh_pid_is_drawn_fences_the_resend(
         x.send_batch([b"a"], partition=0)
         old = x.producer_id
         expire(raw, topic, old)
-        take = x._take_fresh_pid
+        take = x._ids.take_fresh
 
         def take_over_meanwhile(standing: Any) -> None:
             take(standing)
             mode = fencing.AccessMode.EXCLUSIVE_WITH_FENCING
             holder.append(topic.producer(access_mode=mode, lease_ttl=LEASE_TTL))
 
-        x._take_fresh_pid = take_over_meanwhile  # type: ignore[method-assign]
+        x._ids.take_fresh = take_over_meanwhile  # type: ignore[method-assign]
         with pytest.raises(fencing.ProducerFenced):
             x.send_batch([b"late"], partition=0)
         assert x.fenced and x.producer_id == old + 1
@@ -549,7 +550,7 @@ def test_send_async_records_on_expired_partitions_land_once_under_one_fresh_pid(
         got = {(i, n): f.result(timeout=5).offset for i, n, f in futures}
         fresh = p.producer_id
         state = p.state
-        live = p._standing[2].pid  # the PID partition 2's records went under
+        live = p._queues[2].standing.pid  # the PID partition 2's records went under
     assert got == {(i, n): n + 1 for i in range(3) for n in range(5)}
     assert fresh == old + 1 == issued(raw, client)
     assert live in (old, fresh)
@@ -632,10 +633,10 @@ def test_state_read_while_a_partition_moves_to_the_fresh_pid_never_pairs_it_with
         expire(raw, topic, old, 0)
         assert offsets(x.send_batch([b"c"], partition=0)) == [1]
         fresh = x.producer_id
-        assert fresh != old and x._standing[1].pid == old
-        slot = sync_producer._Standing.__dict__["generation"]
+        assert fresh != old and x._queues[1].standing.pid == old
+        slot = sync_standing.Standing.__dict__["generation"]
         hook = OnSet(slot, 1, lambda: seen.append(x.state))  # the checkpoint
-        monkeypatch.setattr(sync_producer._Standing, "generation", hook)
+        monkeypatch.setattr(sync_standing.Standing, "generation", hook)
         hook.armed = True
         assert offsets(x.send_batch([b"r"], partition=1)) == [1]
         monkeypatch.undo()
@@ -665,13 +666,13 @@ def test_two_threads_finding_the_expiry_on_two_partitions_draw_one_fresh_pid(
         expire(raw, topic, old, 0)
         expire(raw, topic, old, 1)
         entered: list[int] = []
-        take = p._take_fresh_pid
+        take = p._ids.take_fresh
 
         def record(standing: Any) -> None:
             entered.append(standing.pk.partition)
             take(standing)
 
-        p._take_fresh_pid = record  # type: ignore[method-assign]
+        p._ids.take_fresh = record  # type: ignore[method-assign]
         allocate = context_of(client).allocate_producer_id
         draws: list[int] = []
         results: dict[str, Any] = {}

@@ -111,13 +111,13 @@ def test_a_lost_reply_on_the_resend_under_the_fresh_pid_is_deduplicated(
         old = p.producer_id
         expire(raw, topic, old)
         rules: list[Any] = []
-        take = p._take_fresh_pid
+        take = p._ids.take_fresh
 
         def take_then_lose(standing: Any) -> None:
             take(standing)
             rules.append(proxy.drop_replies(APPEND))  # the resend's reply is lost
 
-        p._take_fresh_pid = take_then_lose  # type: ignore[method-assign]
+        p._ids.take_fresh = take_then_lose  # type: ignore[method-assign]
         with proxy.observe(APPEND) as seen:
             assert offsets(p.send_batch([b"b", b"c"], partition=0)) == [1, 2]
         (lost,) = rules
@@ -151,18 +151,18 @@ def test_every_reply_of_the_resend_lost_resolves_as_landed_under_the_fresh_pid(
         old = p.producer_id
         expire(raw, topic, old)
         rules: list[Any] = []
-        take = p._take_fresh_pid
+        take = p._ids.take_fresh
 
         def take_then_lose(standing: Any) -> None:
             take(standing)
             rules.append(proxy.drop_replies(APPEND, count=None))
 
-        p._take_fresh_pid = take_then_lose  # type: ignore[method-assign]
+        p._ids.take_fresh = take_then_lose  # type: ignore[method-assign]
         with pytest.raises(fencing.OutcomeUnknown):
             p.send_batch([b"b"], partition=0)
         proxy.clear()
         fresh = p.producer_id
-        assert p._standing[0].pending is not None and p._standing[0].pid == fresh
+        assert p._queues[0].standing.pending is not None and p._queues[0].standing.pid == fresh
         assert offsets(p.send_batch([b"c"], partition=0)) == [2]
         assert p.last_resolution == (0, [fencing.RecordMetadata("t", 0, 1, p.epoch(0))])
     assert log(client, "t") == [(0, b"a", old), (1, b"b", fresh), (2, b"c", fresh)]
@@ -210,7 +210,7 @@ async def test_a_task_cancelled_while_the_fresh_pid_is_drawn_leaves_no_trace(
         first = asyncio.ensure_future(producer.send(b"x", partition=0))
         await asyncio.wait_for(asyncio.to_thread(rule.fired.wait, 5), 6)
         second = asyncio.ensure_future(producer.send(b"y", partition=0))
-        while len(producer._standing[0].queue) < 1:
+        while len(producer._queues[0].queue) < 1:
             await asyncio.sleep(0)
         first.cancel()
         proxy.clear()
@@ -277,7 +277,7 @@ async def test_a_task_cancelled_on_the_first_send_after_the_expiry_never_wedges_
         with pytest.raises(asyncio.CancelledError):
             await task
         proxy.clear()
-        assert producer._standing[0].pending is not None  # b: sequence 1 under the old PID
+        assert producer._queues[0].standing.pending is not None  # b: sequence 1 under the old PID
         try:
             got: Any = (await producer.send(b"c", partition=0)).offset
         except fencing.FencingError as exc:

@@ -64,7 +64,7 @@ class Harness:
         producer: Producer | None = None,
     ) -> protocol.ScriptCall[Appended]:
         p = producer or self.p
-        standing = p._standing[0]
+        standing = p._queues[0].standing
         records = [fencing.Record(v) for v in values]
         return protocol.topic.append(
             self.pk,
@@ -133,7 +133,7 @@ def offsets(mds: list[fencing.RecordMetadata]) -> list[int]:
 def test_a_gap_is_out_of_order(h: Harness) -> None:
     h.p.send_batch([b"a"], partition=0)
     h.p.send_batch([b"b", b"c"], partition=0)
-    assert h.p._standing[0].next_sequence == 3
+    assert h.p._queues[0].standing.next_sequence == 3
     for first in (4, 10):
         error = h.refused(h.call([b"x"], first), fencing.OutOfOrderSequence)
         assert isinstance(error, fencing.OutOfOrderSequence)
@@ -171,7 +171,7 @@ def test_exact_duplicates_in_the_window_return_the_original_offsets(h: Harness) 
     batches = [[b"%d-%d" % (i, j) for j in range(i % 3 + 1)] for i in range(8)]
     sent: list[tuple[int, list[int]]] = []  # (first sequence, offsets) per batch
     for batch in batches:
-        first = h.p._standing[0].next_sequence
+        first = h.p._queues[0].standing.next_sequence
         sent.append((first, offsets(h.p.send_batch(batch, partition=0))))
     log = h.values()
     assert log == [v for batch in batches for v in batch]
@@ -195,7 +195,7 @@ def test_expired_state_above_generation_0_is_an_unknown_producer(h: Harness) -> 
     expired too: with no state it never starts afresh (that would be below the fence)."""
     h.p.send_batch([b"a"], partition=0)
     h.p.send_batch([b"b"], partition=0)
-    pid, standing = h.p.producer_id, h.p._standing[0]
+    pid, standing = h.p.producer_id, h.p._queues[0].standing
     h.expire(pid)
     error = h.refused(
         h.call([b"c"], standing.next_sequence, generation=1), fencing.UnknownProducerId
@@ -280,8 +280,8 @@ def test_a_resumed_incarnation_fences_the_one_it_replaced(h: Harness) -> None:
     new = h.topic.producer(resume=fencing.ProducerState.from_json(saved.to_json()))
     try:
         assert new.producer_id == old.producer_id
-        assert new._standing[0].generation == old._standing[0].generation + 1
-        assert new._standing[0].next_sequence == 1
+        assert new._queues[0].standing.generation == old._queues[0].standing.generation + 1
+        assert new._queues[0].standing.next_sequence == 1
         before = h.snapshot()
         with pytest.raises(fencing.ProducerFenced):
             old.send_batch([b"d"], partition=0)
@@ -320,7 +320,7 @@ def test_state_is_five_batches_per_producer(h: Harness) -> None:
         for i in range(50):
             for k, p in enumerate(producers):
                 batch = [fencing.Record(b"%d-%d-%d" % (k, i, j)) for j in range(1 + (i + k) % 3)]
-                first = p._standing[0].next_sequence
+                first = p._queues[0].standing.next_sequence
                 mds = p.send_batch(batch, partition=0)
                 entry = [
                     first,

@@ -179,7 +179,7 @@ def test_a_request_that_never_left_is_resent_even_without_idempotence(
         with proxy.refuse_connections(count=1) as refused:
             proxy.sever()
             if where == "from-the-pool":
-                context_of(pclient).driver(p._budget.timeout)._scripts.close()
+                context_of(pclient).driver(p._calls.budget.timeout)._scripts.close()
             assert offsets(p.send_batch([b"a"], partition=0)) == [1]
         assert refused.hits == 1
         assert_log(raw, pk, [b"w0", b"a"], p.producer_id)
@@ -187,7 +187,7 @@ def test_a_request_that_never_left_is_resent_even_without_idempotence(
 
 def max_attempts(p: Producer) -> int:
     """Attempts one send may make: a first one, then the retry engine's (budget.attempts)."""
-    return 1 + p._budget.attempts
+    return 1 + p._calls.budget.attempts
 
 
 def _exhaust(p: Producer, batch: list[bytes]) -> None:
@@ -203,7 +203,7 @@ def test_retries_run_out_after_the_batch_landed(
     pk = metadata_of(topic).partition_keys(0)
     with topic.producer(lease_ttl=SHORT_TTL) as p:
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
-        standing = p._standing[0]
+        standing = p._queues[0].standing
         generation = standing.generation
         with proxy.drop_replies(APPEND, count=None) as lost:
             _exhaust(p, [b"a", b"b"])
@@ -239,7 +239,7 @@ def test_unanswered_attempts_give_up_within_the_lease(
             elapsed = time.monotonic() - started
         assert 2 <= lost.hits <= max_attempts(p)
         # Each attempt waited its socket timeout (ttl/8); all of them fit in the lease.
-        assert lost.hits * p._budget.timeout <= elapsed < SHORT_TTL
+        assert lost.hits * p._calls.budget.timeout <= elapsed < SHORT_TTL
         assert p.resolve(0) == metadata(p, 1, 1)
         assert_log(raw, pk, [b"w0", b"a"], p.producer_id)
 
@@ -252,7 +252,7 @@ def test_retries_run_out_before_the_batch_reached_the_server(
     pk = metadata_of(topic).partition_keys(0)
     with topic.producer(lease_ttl=SHORT_TTL) as p:
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
-        standing = p._standing[0]
+        standing = p._queues[0].standing
         old_generation, old_sequence, writer = (
             standing.generation,
             standing.next_sequence,
@@ -326,7 +326,7 @@ def test_a_pending_batch_whose_state_expired_is_an_unknown_producer(
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
         with proxy.drop_replies(APPEND, count=None):
             _exhaust(p, [b"a"])
-        pending = p._standing[0].pending
+        pending = p._queues[0].standing.pending
         assert pending is not None
         wait_until(lambda: time.monotonic() - pending.sent_at >= 0.5)
         assert raw.hdel(pk.pids, str(p.producer_id)) == 1
@@ -384,15 +384,15 @@ def test_requests_that_never_left_are_unavailable_not_unknown(
     pk = metadata_of(topic).partition_keys(0)
     with topic.producer(lease_ttl=LEASE_TTL, idempotent=idempotent) as p:
         assert offsets(p.send_batch([b"w0"], partition=0)) == [0]
-        generation = p._standing[0].generation
+        generation = p._queues[0].standing.generation
         with proxy.refuse_connections(count=None) as refused:
             proxy.sever()
             with pytest.raises(fencing.Unavailable, match="nothing was applied"):
                 p.send_batch([b"never"], partition=0)
         assert refused.hits >= 2
-        assert p._standing[0].pending is None
+        assert p._queues[0].standing.pending is None
         assert offsets(p.send_batch([b"a"], partition=0)) == [1]
-        assert p._standing[0].generation == generation  # nothing to fence
+        assert p._queues[0].standing.generation == generation  # nothing to fence
         assert p.last_resolution is None
         assert_log(raw, pk, [b"w0", b"a"], p.producer_id)
 
@@ -424,7 +424,7 @@ def _lost_reply_after_expiry(
     lands, the library resends after its socket timeout, past the state's expiry), then
     settle it and send ``c``: ``b`` is in the log once, and no offset is handed out twice."""
     pk = metadata_of(topic).partition_keys(0)
-    assert p._budget.timeout > QUICK_EXPIRY  # the resend comes after the expiry
+    assert p._calls.budget.timeout > QUICK_EXPIRY  # the resend comes after the expiry
     first = len(before)
     pid = p.producer_id
     with proxy.drop_replies(APPEND, count=1, close=False) as lost:
@@ -593,7 +593,7 @@ def test_a_resend_whose_state_expired_and_was_dropped_is_unknown_never_written_t
 def test_a_lost_first_batch_resolves_as_not_landed_and_can_never_land(client: Client) -> None:
     topic = client.topic("t", partitions=1)
     producer = topic.producer()
-    standing = producer._standing[0]
+    standing = producer._queues[0].standing
     batch = [fencing.Record(b"late")]
     # The first send's outcome is unknown (it never reached the server).
     standing.pending = Pending(1, 0, 0, protocol.topic.checksum(batch))
@@ -680,16 +680,16 @@ def test_an_interrupted_send_is_resolved_before_the_next_one(client: Client) -> 
     topic = client.topic("t", partitions=1)
     p = topic.producer()
     p.send(b"a")
-    real = p._execute
+    real = p._calls.execute
 
     def interrupted(call: object, *more: object, **options: object) -> object:
         real(call, *more, **options)  # type: ignore[arg-type]  # it lands...
         raise KeyboardInterrupt  # ...and the caller is interrupted before the reply
 
-    p._execute = interrupted  # type: ignore[method-assign,assignment]
+    p._calls.execute = interrupted  # type: ignore[method-assign,assignment]
     with pytest.raises(KeyboardInterrupt):
         p.send(b"b")
-    p._execute = real  # type: ignore[method-assign]
+    p._calls.execute = real  # type: ignore[method-assign]
     assert p.send(b"c").offset == 2
     assert p.last_resolution is not None and [m.offset for m in p.last_resolution[1] or []] == [1]
     assert values_of(topic) == [b"a", b"b", b"c"]
@@ -702,7 +702,7 @@ def test_a_lost_reply_to_the_resolution_is_answered_as_the_first_attempt(
     topic = pclient.topic("t", partitions=1)
     with topic.producer(lease_ttl=1.0) as p:
         p.send(b"w0")
-        standing = p._standing[0]
+        standing = p._queues[0].standing
         generation = standing.generation
         with proxy.drop_requests(APPEND, count=None), pytest.raises(fencing.OutcomeUnknown):
             p.send(b"lost")
@@ -737,7 +737,7 @@ def test_a_resolution_after_a_newer_incarnation_is_still_fenced(client: Client) 
     topic = client.topic("t", partitions=1)
     p = topic.producer()
     p.send(b"a")
-    standing = p._standing[0]
+    standing = p._queues[0].standing
     standing.pending = pending_of(standing.next_sequence, [b"lost"])
     topic.producer(resume=p.state)  # generation + 1, by someone else
     with pytest.raises(fencing.ProducerFenced):

@@ -42,7 +42,7 @@ def test_expiry_cleanup_never_removes_a_live_producer_state(
     assert raw.hexists(pids, str(live.producer_id))
     # Its last batch is still in the window: a resend is a duplicate, not a second copy.
     before = topic.offsets(0)
-    standing = live._standing[0]
+    standing = live._queues[0].standing
     standing.next_sequence -= 1
     md = live.send(b"x")
     assert topic.offsets(0) == before
@@ -61,7 +61,7 @@ def test_another_clients_short_state_ttl_never_expires_this_topics_state(
     first = topic.producer()
     first.send(b"a")
     second = topic.producer(resume=first.state)  # generation 1: fences the first
-    assert second._standing[0].generation == 1
+    assert second._queues[0].standing.generation == 1
     pk = metadata_of(topic).partition_keys(0)
     written = decode_pid_state(raw.hget(pk.pids, str(first.producer_id))).last_write_ms  # type: ignore[arg-type]
     wait_until(lambda: server_ms(raw) > written + 1_500)

@@ -12,6 +12,7 @@ import fencing
 from fencing import _protocol as protocol
 from fencing._protocol.sink import CHAIN_START, Chunk, Lineage, chain
 from fencing._protocol.topic import EncodedBatch
+from fencing._sync.producer import fenced_call
 from fencing.spark import ForeachBatchSink
 from fencing.spark.rows import row_json
 from tests.support.internals import context_of, metadata_of
@@ -65,7 +66,8 @@ def test_sink_append_refuses_a_spark_partition_that_is_not_an_index(client: fenc
     producer.open()
     for bad in (-1, 7):  # below 0, and not below the batch's Spark partition count (2)
         with pytest.raises(fencing.errors.FencingError):
-            producer._standing_call(
+            fenced_call(
+                producer,
                 0,
                 lambda w, b=bad: protocol.sink.append(
                     pk,
@@ -99,7 +101,8 @@ def test_sink_append_refuses_a_layout_that_does_not_match_its_parts(
         0, -1, CHAIN_START, c.indexes, c.hashes, EncodedBatch(1, "0", [b"v", b"stray-key"], "")
     )
     with pytest.raises(fencing.errors.FencingError):
-        producer._standing_call(
+        fenced_call(
+            producer,
             0,
             lambda w: protocol.sink.append(
                 pk,

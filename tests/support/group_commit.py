@@ -30,8 +30,8 @@ import pytest
 import redis
 
 import fencing
-from fencing._async import producer as async_producer
-from fencing._sync import producer as sync_producer
+from fencing._async import partition_queue as aio_queue
+from fencing._sync import partition_queue as sync_queue
 from fencing.verify import Attempt
 
 from .flavours import unwrap
@@ -66,8 +66,8 @@ SEED = int(os.environ.get("FENCING_TEST_SEED", "0")) or random.randrange(1 << 30
 def no_recheck(monkeypatch: pytest.MonkeyPatch) -> None:
     """A queued caller (thread or task) never looks again on its own within a test: only
     wake-ups count."""
-    monkeypatch.setattr(sync_producer, "_RECHECK_SECONDS", 60.0)
-    monkeypatch.setattr(async_producer, "_RECHECK_SECONDS", 60.0)
+    monkeypatch.setattr(sync_queue, "RECHECK_SECONDS", 60.0)
+    monkeypatch.setattr(aio_queue, "RECHECK_SECONDS", 60.0)
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ class Held:
 
     def __init__(self, producer: Any, partition: int = 0) -> None:
         self.producer = unwrap(producer)
-        self.standing = self.producer._standing[partition]
+        self.standing = self.producer._queues[partition]
 
     async def __aenter__(self) -> Held:
         lock = self.standing.lock
@@ -116,7 +116,7 @@ class Held:
 
     async def __aexit__(self, *exc: object) -> None:
         self.standing.lock.release()
-        self.producer._wake_head(self.standing)
+        self.standing.wake_head()
 
 
 class Gate:
@@ -124,11 +124,11 @@ class Gate:
     Redis, so which sends are in which call is known, not a lucky interleaving)."""
 
     def __init__(self, producer: fencing.Producer) -> None:
-        self.real = producer._execute
+        self.real = producer._calls.execute
         self.arrived = threading.Semaphore(0)
         self.go = threading.Semaphore(0)
         self.active = True
-        producer._execute = self._execute  # type: ignore[method-assign]
+        producer._calls.execute = self._execute  # type: ignore[method-assign]
 
     def _execute(self, call: Any, durability: Any = None) -> Any:
         if self.active and call.script.name == "append":

@@ -186,7 +186,7 @@ class Sender:
         incarnation: str | None = None,
         header: dict[str, str] | None = None,
     ) -> protocol.ScriptCall[Any]:
-        standing = self.producer._standing[0]
+        standing = self.producer._queues[0].standing
         records = values or [fencing.Record(b"v%d" % self.seq)]
         idempotent = self.producer.idempotent
         writer = standing.writer if epoch is None else replace(standing.writer, epoch=epoch)
@@ -232,7 +232,7 @@ def opened(
     def make(**more: Any) -> Sender:
         p = topic.producer(mode, lease_ttl=LEASE_TTL, **options, **more)
         p.open()
-        return Sender(topic, p, p._standing[0].next_sequence)
+        return Sender(topic, p, p._queues[0].standing.next_sequence)
 
     return make
 
@@ -444,7 +444,7 @@ def test_the_shortest_state_expiry(paths: Paths, client: fencing.Client, raw: re
     topic = client.topic("short", partitions=1, producer_state_ttl=1.0)
     p = topic.producer(lease_ttl=LEASE_TTL)
     p.open()
-    s = Sender(topic, p, p._standing[0].next_sequence)
+    s = Sender(topic, p, p._queues[0].standing.next_sequence)
     for _ in range(2):
         paths.check(s.call(), "general" if s.seq == 0 else "fast")
         s.sent()

@@ -1,0 +1,250 @@
+"""A producer's lease on each partition: registration in its access mode (Pulsar's),
+the WAIT_FOR_EXCLUSIVE queue, renewals, and leaving.
+
+- ``SHARED``: many producers append; refused while an exclusive producer or a waiter
+  lives; fenced once an exclusive producer moves the epoch.
+- ``EXCLUSIVE``: refused at once (:class:`~fencing.ProducerBusy`) while any other producer
+  lives; otherwise epoch + 1 and nobody else may append.
+- ``WAIT_FOR_EXCLUSIVE``: queues (FIFO, each waiter holding its own lease) until it can be
+  exclusive; woken by pub/sub when the holder closes, or when its lease lapses.
+- ``EXCLUSIVE_WITH_FENCING``: always takes over: epoch + 1; the holder, the shared
+  producers and the waiters are fenced.
+
+>>> lease = Lease(context, meta, calls, access_mode=AccessMode.EXCLUSIVE, ...)
+>>> standing = await lease.register(pk, deadline, pid_opened, pid)
+>>> await lease.renew(standing)                    # every ttl/3, from the keeper
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Iterable
+
+from .. import _protocol as protocol
+from .._keys import PartitionKeys
+from .._modes import AccessMode
+from .._protocol.producer import OPEN_MODES
+from .._protocol.topic import Writer
+from .._runtime.tasks.notify import Subscription
+from ..errors import (
+    FencingError,
+    OutcomeUnknown,
+    ProducerBusy,
+    ProducerFenced,
+    StateLost,
+    Unavailable,
+)
+from .context import Context
+from .metadata import TopicMetadata
+from .standing import Calls, Standing, Status
+
+log = logging.getLogger(__name__)
+
+
+class Lease:
+    """The leases of one producer object (its session) on a topic's partitions."""
+
+    def __init__(
+        self,
+        context: Context,
+        meta: TopicMetadata,
+        calls: Calls,
+        *,
+        status: Status,
+        session: str,
+        access_mode: AccessMode,
+        name: str | None,
+        lease_ttl: float,
+        wait_timeout: float | None,
+    ) -> None:
+        self._context = context
+        self._meta = meta
+        self._calls = calls
+        self._status = status
+        self.session = session
+        self.access_mode = access_mode
+        self.name = name
+        self.lease_ttl = lease_ttl
+        self.wait_timeout = wait_timeout
+        self.ttl_ms = max(1, round(lease_ttl * 1000))
+        #: Set once every partition was left (an interrupted release can run again).
+        self.released = False
+        #: The subscription an open() waiting in a queue sleeps on (close() wakes it).
+        self._wait_sub: Subscription | None = None
+
+    # -- registration ------------------------------------------------------------------------
+
+    async def register(
+        self,
+        pk: PartitionKeys,
+        deadline: float | None,
+        pid_opened: protocol.producer.PidOpened,
+        pid: int,
+    ) -> Standing:
+        """Register on ``pk`` in the access mode (waits in WAIT_FOR_EXCLUSIVE, up to
+        ``deadline``); the standing of ``pid_opened`` there."""
+        mode = OPEN_MODES[self.access_mode.name]
+        label = self.name or f"producer-{pid}"
+        call = self._open_call(pk, mode, None, label)
+        try:
+            opened = await self._calls.execute(call)
+            if opened.status == "waiting":
+                opened = await self._wait(pk, opened, deadline, label)
+        except BaseException as exc:
+            if not isinstance(exc, FencingError) or isinstance(exc, OutcomeUnknown):
+                # Interrupted (a cancelled task, KeyboardInterrupt) or a lost reply: the
+                # open may have registered this session in any of the three ways. Leave
+                # them all, or a queue entry or a lease would outlive the producer.
+                for left_mode, epoch in (("w", 0), ("s", 0), ("x", -1)):
+                    await self.leave(pk, left_mode, epoch)
+            raise
+        writer = Writer(
+            producer_id=str(pid_opened.pid),
+            session=self.session,
+            mode="s" if opened.status == "shared" else "x",
+            epoch=opened.epoch,
+            ttl_ms=self.ttl_ms,
+            row_incarnation=opened.incarnation,
+        )
+        return Standing(
+            pk,
+            writer,
+            pid_opened.pid,
+            pid_opened.generation,
+            pid_opened.next_sequence,
+            floor=pid_opened.written_next,
+        )
+
+    def _open_call(
+        self, pk: PartitionKeys, mode: str, wgen: int | None, label: str, seen: str = ""
+    ) -> protocol.ScriptCall[protocol.producer.Opened]:
+        return protocol.producer.producer_open(
+            pk,
+            session=self.session,
+            label=label,
+            mode=mode,
+            ttl_ms=self.ttl_ms,
+            new_incarnation=secrets.token_hex(8),
+            seen_incarnation=seen,
+            wgen=wgen,
+            session_channel_prefix=pk.session_prefix,
+            partition_incarnation=self._meta.incarnation_of(pk.partition),
+            named=self.name is not None,
+        )
+
+    async def _wait(
+        self,
+        pk: PartitionKeys,
+        opened: protocol.producer.Opened,
+        deadline: float | None,
+        label: str,
+    ) -> protocol.producer.Opened:
+        # Queued. Each attempt also renews this waiter's own lease, so attempts come at
+        # least every ttl/3; between them sleep until the lease in the way ends (server
+        # time, told by the script) or a release notification arrives.
+        wgen, inc = opened.wgen, opened.incarnation
+        topic = self._meta.name
+        try:
+            async with self._context.notifier.subscribe(pk.released) as sub:
+                self._wait_sub = sub
+                while True:
+                    if self._status.closed:
+                        raise ProducerBusy(
+                            f"partition {pk.partition} of topic {topic!r}: the "
+                            "producer was closed while it waited",
+                            topic=topic,
+                            partition=pk.partition,
+                            reason="closed",
+                            remaining=0.0,
+                        )
+                    call = self._open_call(pk, "wait", wgen, label, inc)
+                    opened = await self._calls.execute(call)
+                    if opened.status != "waiting":
+                        return opened
+                    pause = min(opened.remaining_ms / 1000.0 + 0.002, self.lease_ttl / 3.0)
+                    if deadline is not None:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise ProducerBusy(
+                                f"partition {pk.partition} of topic {topic!r}: still "
+                                f"queued (position {opened.position}) after wait_timeout="
+                                f"{self.wait_timeout}s",
+                                topic=topic,
+                                partition=pk.partition,
+                                reason="waiting",
+                                remaining=opened.remaining_ms / 1000.0,
+                            )
+                        pause = min(pause, left)
+                    await sub.wait(pause)
+        except BaseException:
+            await self.leave(pk, "w", 0)
+            raise
+        finally:
+            self._wait_sub = None
+
+    def wake_waiter(self) -> None:
+        """Wake an open() waiting in the queue now, not at its next turn (it gives up)."""
+        waiting = self._wait_sub
+        if waiting is not None:
+            waiting._event.set()
+
+    # -- renewals ----------------------------------------------------------------------------
+
+    async def renew_all(self, standings: Iterable[Standing]) -> FencingError | None:
+        """Renew the lease on every partition; the error that fenced it, if one did (the
+        rest are not tried then). An unreachable server is logged: tried again next turn."""
+        for standing in standings:
+            try:
+                await self._calls.execute(self.renew_call(standing))
+            except (ProducerFenced, StateLost) as exc:
+                return exc
+            except Unavailable:
+                log.warning(
+                    "redis-fencing: renewing %s partition %d failed; trying again",
+                    self._meta.name,
+                    standing.pk.partition,
+                )
+        return None
+
+    def renew_call(self, standing: Standing) -> protocol.ScriptCall[int]:
+        """The renewal of the lease (and of the PID's state) on one partition."""
+        w = standing.writer
+        return protocol.producer.producer_renew(
+            standing.pk,
+            session=self.session,
+            mode=w.mode,
+            epoch=w.epoch,
+            ttl_ms=self.ttl_ms,
+            incarnation=w.row_incarnation,
+            pid=standing.pid,
+            pid_generation=standing.generation,
+            name=self.name,
+            partition_incarnation=self._meta.incarnation_of(standing.pk.partition),
+        )
+
+    # -- leaving -----------------------------------------------------------------------------
+
+    async def release(self, standings: Iterable[Standing]) -> None:
+        """Leave every partition not left yet (waiters are woken)."""
+        for standing in standings:
+            if not standing.left:
+                await self.leave(standing.pk, standing.writer.mode, standing.writer.epoch)
+                standing.left = True
+        # Only once every partition was left: an interrupted close() can run again.
+        self.released = True
+        # The standings stay: a closed producer's state (to save) and epochs can be read.
+
+    async def leave(self, pk: PartitionKeys, mode: str, epoch: int) -> None:
+        """Leave one partition as registered in ``mode`` (best effort: the lease lapses)."""
+        call = protocol.producer.producer_close(pk, session=self.session, mode=mode, epoch=epoch)
+        try:
+            await self._calls.execute(call)
+        except FencingError:
+            log.warning(
+                "redis-fencing: leaving %s partition %d failed; the lease lapses in %.3fs",
+                pk.topic,
+                pk.partition,
+                self.lease_ttl,
+            )
