@@ -41,6 +41,7 @@ import redis.asyncio
 
 import fencing
 import fencing.aio
+from fencing._async.metadata import metadata_of
 
 from .common import pct, server
 
@@ -213,7 +214,7 @@ class Fenced(Side):
         seen: Counter[bytes] = Counter()
         total = 0
         for p in range(PARTITIONS):
-            length = await self.r.xlen(self.topic.partition_keys(p).stream)
+            length = await self.r.xlen(metadata_of(self.topic).partition_keys(p).stream)
             total += length
             offsets = sorted(o for part, o, _ in self.acked if part == p)
             assert offsets == list(range(length)), (

@@ -41,7 +41,7 @@ import redis.asyncio
 
 import fencing
 import fencing.aio
-from fencing._sync.producer import Producer
+from fencing._sync.partition_queue import PartitionQueue
 
 from . import machine
 from .common import server
@@ -283,7 +283,7 @@ class Cost:
 
 
 class CycleTrace:
-    """Times every call of a sync producer (``_send_group``) and every wait for the callers
+    """Times every call of a sync partition queue (``_send_group``) and every wait for the callers
     it answered to run again (``_let_answered_run``): a cycle is one, then the other.
     (Wraps two private methods for the length of a ``with``; a diagnostic, not an API.)"""
 
@@ -291,21 +291,21 @@ class CycleTrace:
         self.calls: list[tuple[int, int, int]] = []  # (start ns, end ns, records)
 
     def __enter__(self) -> CycleTrace:
-        self._kept = Producer._send_group
+        self._kept = PartitionQueue._send_group
         calls, kept, clock = self.calls, self._kept, time.perf_counter_ns
 
-        def timed(producer: Producer, standing: object, group: list[object], done: object) -> None:
+        def timed(queue: PartitionQueue, group: list[object], done: object) -> None:
             start = clock()
             try:
-                kept(producer, standing, group, done)  # type: ignore[arg-type]
+                kept(queue, group, done)  # type: ignore[arg-type]
             finally:
                 calls.append((start, clock(), len(group)))
 
-        Producer._send_group = timed  # type: ignore[assignment,method-assign]
+        PartitionQueue._send_group = timed  # type: ignore[assignment,method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        Producer._send_group = self._kept  # type: ignore[method-assign]
+        PartitionQueue._send_group = self._kept  # type: ignore[method-assign]
 
     def medians(self) -> tuple[float, float, float]:
         """Median µs of a call, median µs from a call's end to the next one's start, and

@@ -43,6 +43,7 @@ from typing import Any
 import redis
 
 import fencing
+from fencing._sync.metadata import metadata_of
 from fencing.embedded import EmbeddedServer
 
 TOPIC = "handover"
@@ -117,7 +118,7 @@ class Bench:
         self.ctx = multiprocessing.get_context("spawn")
         self.client = fencing.Client.from_url(url, namespace=self.namespace)
         self.topic = self.client.topic(TOPIC, partitions=1)
-        self.keys = self.topic.partition_keys(0)
+        self.keys = metadata_of(self.topic).partition_keys(0)
         self.r = redis.Redis.from_url(url)
         self.conn, theirs = self.ctx.Pipe()
         self.waiter = self.ctx.Process(

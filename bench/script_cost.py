@@ -91,7 +91,7 @@ def main() -> None:
             mode = AccessMode.EXCLUSIVE if name == EXCLUSIVE else AccessMode.SHARED
             producer = topic.producer(mode, lease_ttl=600)
             producer.send(b"x")
-            standing = producer._standing[0]
+            standing = producer._queues[0].standing
             # A call that writes moves the sequence on; the others are sent the next one.
             writes = name in WRITES
             counter: Iterator[int] = iter(range(1, 10**9)) if writes else itertools.repeat(1)

@@ -17,6 +17,7 @@ import dataclasses
 import redis
 
 import fencing
+from fencing._sync.metadata import metadata_of
 
 from .common import server
 
@@ -36,7 +37,7 @@ def main() -> None:
             for p in producers:
                 for i in range(2 * size + 10):
                     p.send_batch([f"{i:08d}".encode()], partition=0)
-            pk = topic.partition_keys(0)
+            pk = metadata_of(topic).partition_keys(0)
             used = sum(r.memory_usage(key, samples=0) or 0 for key in (pk.pids, pk.window))
             per_producer = used / PRODUCERS
             # The oldest batch still in the window of the last producer: a duplicate answer.
