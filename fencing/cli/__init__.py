@@ -26,6 +26,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from ._command import Handler
+
 # One job per module: _parser (the parser and the common options), _argtypes (option types),
 # _connect (reaching the server and a topic), _client (the only reaches into a Client's
 # internals), _output (printing), _exits (errors to exit statuses), and one module per
@@ -33,7 +35,6 @@ from collections.abc import Sequence
 from ._connect import TIMEOUT as TIMEOUT
 from ._demo import run_demo
 from ._exits import exit_status
-from ._parser import Handler
 from ._parser import build_parser as build_parser
 from ._release import OPERATOR_LABEL as OPERATOR_LABEL
 

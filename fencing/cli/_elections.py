@@ -18,7 +18,7 @@ from ._connect import connect
 from ._output import lease, print_json, table, when
 
 if TYPE_CHECKING:
-    from ._parser import AddCommand
+    from ._command import AddCommand
 
 
 def register(add: AddCommand) -> None:

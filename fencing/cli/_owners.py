@@ -17,7 +17,7 @@ from ._connect import connect
 from ._output import lease, print_json
 
 if TYPE_CHECKING:
-    from ._parser import AddCommand
+    from ._command import AddCommand
 
 
 def register(add: AddCommand) -> None:

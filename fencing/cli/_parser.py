@@ -8,12 +8,12 @@ True
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any, NoReturn
 
 import fencing
 
 from . import _elections, _owners, _release, _status, _tail
+from ._command import Handler
 
 
 class _Version(argparse.Action):
@@ -25,10 +25,6 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-#: What runs a command: its parsed arguments to an exit status.
-Handler = Callable[[argparse.Namespace], int]
-#: ``add(name, help, epilog, handler)``: a subcommand with the common options.
-AddCommand = Callable[[str, str, str, Handler], argparse.ArgumentParser]
 
 _MAIN_EPILOG = """\
 commands, one example each:

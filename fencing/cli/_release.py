@@ -22,7 +22,7 @@ from ._connect import Conn, connect, existing_topic
 from ._output import print_json
 
 if TYPE_CHECKING:
-    from ._parser import AddCommand
+    from ._command import AddCommand
 
 #: The label a force-release claims under, so holders' logs say who severed them.
 OPERATOR_LABEL = "fencing-cli (operator release)"

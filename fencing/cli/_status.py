@@ -21,7 +21,7 @@ from ._elections import print_elections
 from ._output import lease, print_json, table, when
 
 if TYPE_CHECKING:
-    from ._parser import AddCommand
+    from ._command import AddCommand
 
 
 def register(add: AddCommand) -> None:

@@ -19,7 +19,7 @@ from ._connect import connect, existing_topic
 from ._output import show
 
 if TYPE_CHECKING:
-    from ._parser import AddCommand
+    from ._command import AddCommand
 
 _READ_BATCH = 500
 _FOLLOW_BLOCK_MS = 1000
