@@ -57,6 +57,12 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+#: The arguments a producer is made with, handed to its parts then (see __setattr__).
+_SETTINGS = frozenset(
+    {"access_mode", "name", "lease_ttl", "wait_timeout", "idempotent", "resume", "durability",
+     "linger_ms", "batch_size", "topic", "session"}
+)  # fmt: skip
+
 
 def _as_record(item: Record | bytes | str) -> Record:
     return item if isinstance(item, Record) else Record(to_bytes("record", item))
@@ -88,6 +94,7 @@ class Producer(ProcessBound):
         linger_ms: float = 0.0,
         batch_size: int = 16384,
     ) -> None:
+        meta = metadata_of(topic)  # InvalidArgumentType for anything but a topic
         producer_args(
             topic.name,
             access_mode,
@@ -107,7 +114,7 @@ class Producer(ProcessBound):
         self.resume = resume
         #: The producer's identity: drawn now, never shared with another producer object.
         self.session = secrets.token_hex(16)
-        meta = self._meta = metadata_of(topic)
+        self._meta = meta
         context = meta.context
         calls = self._calls = Calls(context, context.budget_for_ttl(self.lease_ttl))
         #: What each send waits for (``acks``): at most half a socket timeout, so the wait
@@ -298,6 +305,20 @@ class Producer(ProcessBound):
     def last_resolution(self) -> tuple[int, list[RecordMetadata] | None] | None:
         """How the last pending batch was resolved: (partition, its metadata or None)."""
         return self._status.last_resolution
+
+    @last_resolution.setter
+    def last_resolution(self, value: tuple[int, list[RecordMetadata] | None] | None) -> None:
+        self._status.last_resolution = value
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # The settings are handed to the producer's parts when it is made: a later change
+        # would be silently ignored, so it is refused.
+        if name in _SETTINGS and name in self.__dict__:
+            raise AttributeError(
+                f"a producer's {name} is fixed when it is made: open another producer "
+                f"(topic.producer({name}=...)) to use another"
+            )
+        super().__setattr__(name, value)
 
     @property
     def state(self) -> ProducerState:
