@@ -259,7 +259,7 @@ class TopicMetadata:
         await self.open()
         pk = self.partition_keys(partition)
         seen = self.seen_next(pk.partition)
-        info = await self.driver().read(protocol.topic.partition_info(pk), self.budget)
+        info = await self.driver().read(protocol.reads.partition_info(pk), self.budget)
         self.check_partition(pk, info, seen)
         assert info is not None
         return info.start_offset, info.next_offset

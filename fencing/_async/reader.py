@@ -112,7 +112,7 @@ class Reader:
 
     async def _fetch(self, count: int, block_ms: int) -> list[Record]:
         topic = self._meta
-        call = protocol.topic.read(self._pk, self._position, count, block_ms=block_ms)
+        call = protocol.reads.read(self._pk, self._position, count, block_ms=block_ms)
         seen = topic.seen_next(self.partition)
         batch = await topic.driver().read(call, topic.budget)
         topic.check_partition(self._pk, batch.partition, seen)

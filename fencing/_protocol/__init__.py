@@ -6,7 +6,7 @@ into a typed exception. The driver (:mod:`fencing._async.driver`, and its genera
 execute calls, so both share every rule written here.
 """
 
-from . import base, consumer, election, ownership, producer, sink, topic
+from . import base, consumer, election, ownership, producer, reads, sink, topic
 from .base import ErrorReply, ReadCall, ScriptCall, parse_error_reply
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "ownership",
     "parse_error_reply",
     "producer",
+    "reads",
     "sink",
     "topic",
 ]

@@ -261,7 +261,7 @@ class TopicMetadata:
         self.open()
         pk = self.partition_keys(partition)
         seen = self.seen_next(pk.partition)
-        info = self.driver().read(protocol.topic.partition_info(pk), self.budget)
+        info = self.driver().read(protocol.reads.partition_info(pk), self.budget)
         self.check_partition(pk, info, seen)
         assert info is not None
         return info.start_offset, info.next_offset

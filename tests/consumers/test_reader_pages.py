@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from fencing import Client, Record
-from fencing._protocol.topic import _records
+from fencing._protocol.reads import _records
 from fencing._record import EMPTY_HEADERS, encode_headers
 
 
