@@ -1,4 +1,5 @@
-"""Key to partition, exactly as Kafka's default partitioner does it (murmur2).
+"""Which partition a send goes to: the caller's, else the key's, exactly as Kafka's default
+partitioner does it (murmur2), else round-robin.
 
 Python's ``hash()`` is salted per process and must never pick a partition: two producers
 would disagree. Kafka's murmur2 is stable and puts keys on the same partition numbers as a
@@ -6,6 +7,12 @@ Kafka producer would, so a topic can move between the two without reshuffling ke
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Protocol
+
+from ._record import Record, to_bytes
+from .errors import InvalidArgument, InvalidArgumentType
 
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
@@ -49,3 +56,55 @@ def partition_for_key(key: bytes, partitions: int) -> int:
     0
     """
     return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+class _Topic(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def partitions(self) -> int: ...
+    def partition_for(self, key: bytes | str) -> int: ...
+
+
+def choose_partition(
+    topic: _Topic, key: bytes | None, expected_offset: int | None, round_robin: Iterator[int]
+) -> int:
+    """The partition of one record sent without ``partition=``: the key's, else the next of
+    ``round_robin``. ``expected_offset`` needs an explicit partition on several partitions."""
+    n = topic.partitions
+    if n == 1:
+        return 0
+    if expected_offset is not None:
+        raise InvalidArgument(
+            f"expected_offset needs an explicit partition: topic {topic.name!r} has {n} partitions"
+        )
+    if key is not None:
+        return topic.partition_for(key)
+    return next(round_robin) % n
+
+
+def batch_partition(topic: _Topic, batch: list[Record], expected_offset: int | None) -> int:
+    """The partition of a batch sent without ``partition=``: its one key's."""
+    if topic.partitions == 1:
+        return 0
+    keys = {r.key for r in batch}
+    (first_key,) = keys if len(keys) == 1 else (None,)
+    if first_key is not None and expected_offset is None:
+        return topic.partition_for(first_key)
+    raise InvalidArgument(
+        "a batch goes to one partition: pass partition= (it is required with "
+        "expected_offset on a topic of several partitions)"
+    )
+
+
+def as_records(records: Iterable[Record | bytes | str]) -> list[Record]:
+    """A batch's items as records (a bare value is a record without key or headers)."""
+    if isinstance(records, (bytes, str, Record)):
+        raise InvalidArgumentType(
+            "send_batch takes a list of records; use send() for a single record"
+        )
+    return [item if type(item) is Record else _as_record(item) for item in records]
+
+
+def _as_record(item: Record | bytes | str) -> Record:
+    return item if isinstance(item, Record) else Record(to_bytes("record", item))

@@ -31,16 +31,16 @@ from .._durability import Durability
 from .._group_commit import Entry
 from .._keys import slot_of, validate_name
 from .._modes import AccessMode
+from .._partitioner import as_records, batch_partition, choose_partition
 from .._process import ProcessBound
 from .._protocol.topic import Writer
-from .._record import Record, RecordMetadata, to_bytes
+from .._record import Record, RecordMetadata
 from .._runtime.tasks import primitives as runtime
 from .._state import ProducerState
 from .._validate import MAX_OFFSET, check_int, producer_args, validate_ttl, wait_timeout_arg
 from ..errors import (
     FencingError,
     InvalidArgument,
-    InvalidArgumentType,
     ProducerFenced,
     StateLost,
 )
@@ -62,10 +62,6 @@ _SETTINGS = frozenset(
     {"access_mode", "name", "lease_ttl", "wait_timeout", "idempotent", "resume", "durability",
      "linger_ms", "batch_size", "topic", "session"}
 )  # fmt: skip
-
-
-def _as_record(item: Record | bytes | str) -> Record:
-    return item if isinstance(item, Record) else Record(to_bytes("record", item))
 
 
 class Producer(ProcessBound):
@@ -345,9 +341,8 @@ class Producer(ProcessBound):
         """
         entry = group_commit.encode_one(value, key, headers, self._meta.limits, expected_offset)
         if partition is None:
-            partition = self._choose_partition(
-                None if key is None else entry.parts[1], expected_offset
-            )
+            key_bytes = None if key is None else entry.parts[1]
+            partition = choose_partition(self.topic, key_bytes, expected_offset, self._round_robin)
         return (await self._send(entry, partition))[0]
 
     async def send_batch(
@@ -367,10 +362,10 @@ class Producer(ProcessBound):
             raise self._status.fenced
         if not self._status.opened or self._status.closed:
             await self.open()  # opens, or raises for a closed producer
-        records_list = self._batch(records)
+        records_list = as_records(records)
         batch = protocol.topic.encode_batch(records_list, self._meta.limits, checksum=False)
         if partition is None:
-            partition = self._batch_partition(records_list, expected_offset)
+            partition = batch_partition(self.topic, records_list, expected_offset)
         return await self._send(Entry.of(batch, expected_offset), partition)
 
     async def _send(self, entry: Entry, partition: int) -> list[RecordMetadata]:
@@ -427,7 +422,8 @@ class Producer(ProcessBound):
         future: runtime.Future[RecordMetadata] = runtime.new_future()
         entry = group_commit.encode_one(value, key, headers, self._meta.limits, future=future)
         if partition is None:
-            partition = self._choose_partition(None if key is None else entry.parts[1], None)
+            key_bytes = None if key is None else entry.parts[1]
+            partition = choose_partition(self.topic, key_bytes, None, self._round_robin)
         queue = self._queue_of(partition)
         queue.enqueue(entry)
         if status.closed or status.fenced is not None:
@@ -493,38 +489,6 @@ class Producer(ProcessBound):
                 raise
 
     # -- partitions --------------------------------------------------------------------------
-
-    def _batch(self, records: Iterable[Record | bytes | str]) -> list[Record]:
-        if isinstance(records, (bytes, str, Record)):
-            raise InvalidArgumentType(
-                "send_batch takes a list of records; use send() for a single record"
-            )
-        return [item if type(item) is Record else _as_record(item) for item in records]
-
-    def _batch_partition(self, batch: list[Record], expected_offset: int | None) -> int:
-        if self.topic.partitions == 1:
-            return 0
-        keys = {r.key for r in batch}
-        (first_key,) = keys if len(keys) == 1 else (None,)
-        if first_key is not None and expected_offset is None:
-            return self.topic.partition_for(first_key)
-        raise InvalidArgument(
-            "a batch goes to one partition: pass partition= (it is required with "
-            "expected_offset on a topic of several partitions)"
-        )
-
-    def _choose_partition(self, key: bytes | None, expected_offset: int | None) -> int:
-        n = self.topic.partitions
-        if n == 1:
-            return 0
-        if expected_offset is not None:
-            raise InvalidArgument(
-                f"expected_offset needs an explicit partition: topic {self.topic.name!r} has "
-                f"{n} partitions"
-            )
-        if key is not None:
-            return self.topic.partition_for(key)
-        return next(self._round_robin) % n
 
     def __repr__(self) -> str:
         return (
