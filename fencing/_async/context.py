@@ -17,7 +17,7 @@ gets its context through one bridge, :func:`context_of`:
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
 
@@ -29,11 +29,13 @@ from .._runtime.tasks import cluster as runtime_cluster
 from .._runtime.tasks import primitives as runtime
 from .._runtime.tasks.keeper import Keeper
 from .._runtime.tasks.notify import Notifier
-from .._settings import FencingSettings
 from .._text import text as _text
 from ..errors import ConfigurationError, InvalidArgumentType, OutcomeUnknown, StateLost, Unavailable
 from .driver import Driver
 from .drivers import Drivers
+
+if TYPE_CHECKING:
+    from .._settings import FencingSettings
 
 #: Errors of a configuration check that mean "Redis could not be asked" (a cluster between
 #: states: "All slots are not covered", a node down mid-failover).

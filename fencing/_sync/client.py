@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from .._record import DEFAULT_LIMITS
 from .._runtime.threads import cluster as runtime_cluster
-from .._settings import FencingSettings, load_settings
 from .._urls import redis_from_url
 from ..errors import InvalidArgumentType
 from .context import Context, bind
@@ -33,6 +32,9 @@ from .election import Election
 from .leadership import Leadership
 from .ownership import Ownership
 from .topic import Topic
+
+if TYPE_CHECKING:
+    from .._settings import FencingSettings
 
 
 class Client:
@@ -60,6 +62,8 @@ class Client:
             overrides["socket_timeout"] = socket_timeout
         if allow_eviction is not None:
             overrides["allow_eviction"] = allow_eviction
+        from .._settings import load_settings  # noqa: PLC0415 - lazy: pydantic loads when used
+
         self.settings = load_settings(settings, **overrides)
         #: Whether the base client was made here (from a URL): close() then closes it too.
         self._owns_base = redis_client is None
@@ -96,6 +100,8 @@ class Client:
 
         >>> client = Client.from_url("redis://localhost:6379/0", namespace="billing")
         """
+        from .._settings import load_settings  # noqa: PLC0415 - lazy: pydantic loads when used
+
         settings = load_settings() if url is None else load_settings(redis_url=url)
         client = cls(
             redis_from_url(settings.redis_url, redis.Redis, runtime_cluster.Cluster),

@@ -19,7 +19,7 @@ gets its context through one bridge, :func:`context_of`:
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
 
@@ -31,11 +31,13 @@ from .._runtime.threads import cluster as runtime_cluster
 from .._runtime.threads import primitives as runtime
 from .._runtime.threads.keeper import Keeper
 from .._runtime.threads.notify import Notifier
-from .._settings import FencingSettings
 from .._text import text as _text
 from ..errors import ConfigurationError, InvalidArgumentType, OutcomeUnknown, StateLost, Unavailable
 from .driver import Driver
 from .drivers import Drivers
+
+if TYPE_CHECKING:
+    from .._settings import FencingSettings
 
 #: Errors of a configuration check that mean "Redis could not be asked" (a cluster between
 #: states: "All slots are not covered", a node down mid-failover).
