@@ -52,6 +52,15 @@ def validate_ttl(ttl: object, name: str = "ttl") -> float:
     return float(ttl)
 
 
+def lease_ms(ttl: float) -> int:
+    """A lease of ``ttl`` seconds as the scripts take it: whole milliseconds, at least 1.
+
+    >>> lease_ms(10.0)
+    10000
+    """
+    return max(1, round(ttl * 1000))
+
+
 def resource_list(resources: object) -> list[str]:
     if isinstance(resources, str):
         return [validate_resource(resources)]

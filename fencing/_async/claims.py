@@ -22,13 +22,13 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from .. import _protocol as protocol
 from .._durability import Durability
 from .._grant import Grant
 from .._keys import Keys
-from .._protocol.ownership import Target
+from .._protocol.ownership import Seen, Target
 from .._retry import RetryBudget
 from .._runtime.tasks import primitives as runtime
 from .._runtime.tasks.notify import Notifier, Subscription
@@ -49,10 +49,41 @@ from .session_channels import SessionChannels
 log = logging.getLogger(__name__)
 
 
+class Campaign:
+    """What the maker of an ownership handle keeps to steer its claims from outside (an
+    election campaigning): the rows' history it already saw, a way to end a claim waiting
+    with ``wait=True`` (from any thread), and when the last claim attempt was sent.
+
+    >>> campaign = Campaign(seen={"scheduler": Seen("9f2c...", 7)})
+    >>> owner = Ownership(context, ELECTION_GROUP, "host-a", 10.0, _campaign=campaign,
+    ...                   _allow_reserved=True)
+    >>> campaign.cancel()                     # a claim waiting with wait=True gives up now
+    """
+
+    def __init__(self, seen: Mapping[str, Seen] | None = None) -> None:
+        #: What the handle starts out having seen of each row (G9: a token never goes back).
+        self.seen: dict[str, Seen] = dict(seen or {})
+        #: Set to make a waiting claim give up (and the maker's own loops end).
+        self.cancelled = runtime.Event()
+        #: time.monotonic() just before the last claim attempt was sent: a lease granted by
+        #: it runs at least ttl from then (elections time their renew deadline from it).
+        self.last_claim_sent = 0.0
+        #: The subscription a waiting claim sleeps on (:meth:`cancel` wakes it).
+        self.wait_sub: Subscription | None = None
+
+    def cancel(self) -> None:
+        """Make a waiting claim give up now (from any thread)."""
+        self.cancelled.set()
+        sub = self.wait_sub
+        if sub is not None:
+            sub.wake()
+
+
 class Claims:
     """The claims of one session (``session``, labelled ``label``) on leases of ``ttl``
     seconds (``ttl_ms`` as sent): what it is granted goes into ``holdings``, and
-    ``channels`` listens for its grants being severed.
+    ``channels`` listens for its grants being severed; ``campaign`` is what its maker steers
+    the claims by.
 
     >>> claims = Claims(session=owner.session, label="host-a", ttl=10.0, ...)
     >>> grants = await claims.claim(holdings.ordered(["orders/0"]), None, wait=False,
@@ -73,6 +104,7 @@ class Claims:
         notifier: Notifier,
         holdings: Holdings,
         channels: SessionChannels,
+        campaign: Campaign,
     ) -> None:
         self._session = session
         self._label = label
@@ -85,12 +117,7 @@ class Claims:
         self._notifier = notifier
         self._holdings = holdings
         self._channels = channels
-        #: time.monotonic() just before the last claim attempt was sent: a lease granted by
-        #: it runs at least ttl from then (elections time their renew deadline from it).
-        self.last_sent = 0.0
-        #: Set to make a waiting claim give up (an election closed while it campaigns).
-        self.cancelled = runtime.Event()
-        self._wait_sub: Subscription | None = None
+        self._campaign = campaign
 
     async def claim(
         self,
@@ -152,7 +179,7 @@ class Claims:
                 new_incarnation=secrets.token_hex(8),
                 seen=self._holdings.seen(target.resource),
             )
-            self.last_sent = time.monotonic()
+            self._campaign.last_claim_sent = time.monotonic()
             return await self._driver().execute(call, self._budget, self._durability)
 
         try:
@@ -169,13 +196,6 @@ class Claims:
         self._holdings.granted(grant)
         return grant
 
-    def cancel_wait(self) -> None:
-        """Make a waiting claim give up now (from another thread)."""
-        self.cancelled.set()
-        sub = self._wait_sub
-        if sub is not None:
-            sub._event.set()
-
     async def _wait_for(
         self,
         target: Target,
@@ -186,10 +206,11 @@ class Claims:
         # subscription cannot be missed. Then sleep until the holder's lease ends by server
         # time (told by the refusal) or a release notification arrives.
         async with self._notifier.subscribe(target.released_channel) as sub:
-            self._wait_sub = sub
+            campaign = self._campaign
+            campaign.wait_sub = sub
             try:
                 while True:
-                    if self.cancelled.is_set():
+                    if campaign.cancelled.is_set():
                         raise InvalidArgument("the wait was cancelled: the handle was closed")
                     try:
                         return await attempt()
@@ -209,7 +230,7 @@ class Claims:
                         pause = min(pause, left)
                     await sub.wait(pause)
             finally:
-                self._wait_sub = None
+                campaign.wait_sub = None
 
     async def _refuse_stale(self, targets: list[Target], generation: int) -> None:
         """Raise StaleGeneration, before anything is claimed, if a row is stored at a

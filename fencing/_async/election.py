@@ -25,13 +25,14 @@ from .._protocol.election import ElectionKeys, LeaderInfo
 from .._protocol.ownership import Seen
 from .._runtime.tasks import primitives as runtime
 from .._runtime.tasks.notify import publish
-from .._validate import RECHECK_INTERVAL, callback_arg, seconds_arg, validate_ttl
+from .._validate import RECHECK_INTERVAL, callback_arg, lease_ms, seconds_arg, validate_ttl
 from ..errors import (
     FencingError,
     InvalidArgument,
     InvalidArgumentType,
     Unavailable,
 )
+from .claims import Campaign
 from .context import Context, context_of
 from .leadership import Callback, Leadership, TermHooks, begin_term
 from .ownership import Ownership
@@ -117,6 +118,8 @@ class Election(ProcessBound):
         #: What a won claim waits for before the term begins (``acks``).
         self.acks = Durability.of(acks).acks
         self._keys = ElectionKeys.of(self._context.keys, self.name)
+        #: A lease of ttl as the scripts take it (a candidate's registration, a term's start).
+        self._ttl_ms = lease_ms(self.ttl)
         self._budget = self._context.budget_for_ttl(self.ttl)
         #: observe() reads with a short budget, so close() ends it within about a second
         #: even while Redis does not answer (a read is safe to give up on and repeat).
@@ -124,7 +127,8 @@ class Election(ProcessBound):
         self._lock = runtime.state_lock()
         self._terms: list[Leadership] = []
         self._observers: list[runtime.Event] = []
-        self._waiting: list[Ownership] = []
+        #: The campaigns waiting for a term (close() ends them).
+        self._waiting: list[Campaign] = []
         #: The row's incarnation and the highest token this handle saw (G9 across terms).
         self._seen: Seen | None = None
         self._closed = runtime.Event()
@@ -241,8 +245,8 @@ class Election(ProcessBound):
             waiting = list(self._waiting)
         for wake in observers:
             wake.set()
-        for owner in waiting:
-            owner._cancel_wait()
+        for campaign in waiting:
+            campaign.cancel()
         for term in terms:
             await term.resign()
 
@@ -291,6 +295,13 @@ class Election(ProcessBound):
         """One campaign with a session of its own; None when the grant came too late to
         be used (no time left before its renew deadline), or the term ended before
         on_elected could start: campaign again."""
+        campaign = Campaign()
+        with self._lock:
+            if self._closed.is_set():
+                raise self._closed_error()
+            if self._seen is not None:
+                campaign.seen[self.name] = self._seen  # G9 across terms: a token never goes back
+            self._waiting.append(campaign)
         owner = Ownership(
             self._context,
             ELECTION_GROUP,
@@ -298,22 +309,16 @@ class Election(ProcessBound):
             self.ttl,
             acks=self.acks,
             _allow_reserved=True,
+            _campaign=campaign,
         )
-        with self._lock:
-            if self._closed.is_set():
-                raise self._closed_error()
-            seen = self._seen
-            self._waiting.append(owner)
-        if seen is not None:
-            owner._remember(self.name, seen)  # G9 across terms: a token never goes back
-        ttl_ms = owner._ttl_ms
+        ttl_ms = self._ttl_ms
         refresh: Task | None = None
         try:
             try:
                 await self._register(owner.session, ttl_ms)
 
                 async def keep_registered() -> bool:
-                    if owner._cancelled.is_set():
+                    if campaign.cancelled.is_set():
                         return False
                     await self._register(owner.session, ttl_ms)
                     return True
@@ -322,12 +327,12 @@ class Election(ProcessBound):
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 grant = (await owner.claim(self.name, wait=True, timeout=left))[self.name]
             finally:
-                owner._cancelled.set()
+                campaign.cancelled.set()
                 if refresh is not None:
                     refresh.cancel()
                 with self._lock:
-                    if owner in self._waiting:
-                        self._waiting.remove(owner)
+                    if campaign in self._waiting:
+                        self._waiting.remove(campaign)
                 with contextlib.suppress(FencingError):
                     await self._register(owner.session, 0)
         except BaseException:
@@ -336,7 +341,7 @@ class Election(ProcessBound):
             await owner.close()
             raise
         self._saw(grant.incarnation, grant.token)
-        sent = owner._last_claim_sent
+        sent = campaign.last_claim_sent
         if time.monotonic() >= sent + self.renew_deadline:
             # The claim's retries outlasted the renew deadline: this term could not be
             # used safely. Give it back and campaign again (never announced, never held).

@@ -28,6 +28,7 @@ from .._modes import AccessMode
 from .._protocol.producer import OPEN_MODES
 from .._protocol.topic import Writer
 from .._runtime.tasks.notify import Subscription
+from .._validate import lease_ms
 from ..errors import (
     FencingError,
     OutcomeUnknown,
@@ -68,7 +69,7 @@ class Lease:
         self.name = name
         self.lease_ttl = lease_ttl
         self.wait_timeout = wait_timeout
-        self.ttl_ms = max(1, round(lease_ttl * 1000))
+        self.ttl_ms = lease_ms(lease_ttl)
         #: Set once every partition was left (an interrupted release can run again).
         self.released = False
         #: The subscription an open() waiting in a queue sleeps on (close() wakes it).
@@ -188,7 +189,7 @@ class Lease:
         """Wake an open() waiting in the queue now, not at its next turn (it gives up)."""
         waiting = self._wait_sub
         if waiting is not None:
-            waiting._event.set()
+            waiting.wake()
 
     # -- renewals ----------------------------------------------------------------------------
 

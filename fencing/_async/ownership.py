@@ -5,6 +5,9 @@ Identity is the session: each handle draws a random session id when it is made, 
 live in ``lua/claim-1.lua``. This module is the handle's face: how a claim is carried out
 (in order, waiting, giving back on failure) is :mod:`.claims`, what the handle holds and
 saw is :mod:`.holdings`, and how it hears of a grant severed is :mod:`.session_channels`.
+A maker that steers the handle from outside hands it, when making it, the object it keeps
+for that: a :class:`~.claims.Campaign` (an election) or :class:`GrantedCalls` (a consumer's
+commit).
 """
 
 from __future__ import annotations
@@ -13,16 +16,16 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .. import _protocol as protocol
 from .._durability import Durability
 from .._grant import Grant
 from .._keys import validate_label, validate_name, validate_resource
 from .._process import ProcessBound
-from .._protocol.ownership import Seen, Target
+from .._protocol.ownership import Target
 from .._runtime.tasks import primitives as runtime
-from .._validate import generation_arg, resource_list, timeout_arg, validate_ttl
+from .._validate import generation_arg, lease_ms, resource_list, timeout_arg, validate_ttl
 from ..errors import (
     Fenced,
     FencingError,
@@ -31,15 +34,17 @@ from ..errors import (
     StateLost,
     Unavailable,
 )
-from .claims import Claims
+from .claims import Campaign, Claims
 from .context import Context, context_of
 from .holdings import Holdings
 from .session_channels import SessionChannels
 
 if TYPE_CHECKING:
+    from .._retry import RetryBudget
     from .driver import Driver
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SeveredCallback = Callable[[Grant, int], None]
 
@@ -69,6 +74,8 @@ class Ownership(ProcessBound):
         on_severed: SeveredCallback | None = None,
         acks: str = "leader",
         _allow_reserved: bool = False,
+        _campaign: Campaign | None = None,
+        _calls: GrantedCalls | None = None,
     ) -> None:
         self._context = context = context_of(context)  # (made by hand from a Client: its context)
         self.group = validate_name("group", group, allow_reserved=_allow_reserved)
@@ -78,11 +85,14 @@ class Ownership(ProcessBound):
         self.on_severed = on_severed
         #: Set when a notification says one of this handle's grants was severed.
         self.severed = runtime.Event()
-        self._ttl_ms = max(1, round(self.ttl * 1000))
+        self._ttl_ms = lease_ms(self.ttl)
         self._budget = context.budget_for_ttl(self.ttl)
         #: What a claim waits for before it is granted here (``acks``, see the README).
         self.durability = Durability.of(acks, timeout=self._budget.timeout / 2)
         self._holdings = Holdings(context.keys, self.group)
+        campaign = Campaign() if _campaign is None else _campaign
+        for resource, seen in campaign.seen.items():
+            self._holdings.remember(resource, seen)  # G9 across handles: a token never goes back
         self._channels = SessionChannels(
             context.notifier, self.session, self._holdings, told=self._told_severed
         )
@@ -98,7 +108,10 @@ class Ownership(ProcessBound):
             notifier=context.notifier,
             holdings=self._holdings,
             channels=self._channels,
+            campaign=campaign,
         )
+        if _calls is not None:
+            _calls.attach(self._holdings, self._driver, self._budget, self.durability)
         self._closed = False
         self._bind_process()
 
@@ -315,26 +328,52 @@ class Ownership(ProcessBound):
         if self.on_severed is not None:
             self.on_severed(grant, new_token)
 
-    # -- for the election built on this handle ----------------------------------------------
 
-    def _remember(self, resource: str, seen: Seen) -> None:
-        """Start from what an earlier handle saw of the row (G9: a token never goes back)."""
-        self._holdings.remember(resource, seen)
+class GrantedCalls:
+    """What the maker of an ownership handle keeps to run its own scripts fenced by the
+    handle's grants (a consumer's commit): each call is made with the grant held on its
+    resource and waits for the handle's ``acks``; a :class:`Fenced` or :class:`StateLost`
+    drops that grant for good, as the handle's own calls do.
 
-    @property
-    def _last_claim_sent(self) -> float:
-        """time.monotonic() just before the last claim attempt was sent: a lease granted by
-        it runs at least ttl from then (elections time their renew deadline from it)."""
-        return self._claims.last_sent
+    >>> calls = GrantedCalls()
+    >>> owner = Ownership(context, "billing", "member-1", 10.0, _calls=calls)
+    >>> offset = await calls.call("orders/0", lambda target, grant: commit(target, ...))
+    """
 
-    @property
-    def _cancelled(self) -> runtime.Event:
-        """Set to make a waiting claim give up (an election closed while it campaigns)."""
-        return self._claims.cancelled
+    def __init__(self) -> None:
+        self._holdings: Holdings | None = None
+        self._driver: Callable[[], Driver] | None = None
+        self._budget: RetryBudget | None = None
+        self._durability: Durability | None = None
 
-    def _cancel_wait(self) -> None:
-        """Make a waiting claim of this handle give up now (from another thread)."""
-        self._claims.cancel_wait()
+    def attach(
+        self,
+        holdings: Holdings,
+        driver: Callable[[], Driver],
+        budget: RetryBudget,
+        durability: Durability,
+    ) -> None:
+        """Run the calls with what the handle holds (done once, by the handle it is given to)."""
+        self._holdings = holdings
+        self._driver = driver
+        self._budget = budget
+        self._durability = durability
+
+    async def call(
+        self, resource: str, build: Callable[[Target, Grant], protocol.ScriptCall[T]]
+    ) -> T:
+        """Run the call ``build(target, grant)`` makes with the grant held on ``resource``.
+        A grant lost before raises its loss, with no I/O (and ``build`` is not called)."""
+        holdings, driver = self._holdings, self._driver
+        if holdings is None or driver is None or self._budget is None:
+            raise RuntimeError("these calls were never given to an ownership handle")
+        grant = holdings.held(resource)
+        call = build(holdings.target(resource), grant)
+        try:
+            return await driver().execute(call, self._budget, self._durability)
+        except (Fenced, StateLost) as exc:
+            holdings.lose(grant, exc)
+            raise
 
 
 def _first(errors: list[FencingError]) -> FencingError:

@@ -39,6 +39,12 @@ class Subscriber:
         self._event = event
         self._closed = False
 
+    def wake(self) -> None:
+        """Wake whoever waits on this subscription now, as a message would (a waiter that
+        gives up: a producer closed while it queues, an election closed while it campaigns).
+        """
+        self._event.set()
+
     def _deliver(self, data: bytes | None) -> None:
         self._event.set()
         if self.callback is not None:

@@ -35,11 +35,13 @@ from ..errors import (
     StateLost,
 )
 from .metadata import TopicFace, TopicMetadata, metadata_of
-from .ownership import Ownership
+from .ownership import GrantedCalls, Ownership
 from .reader import Reader, StartOffset, open_reader
 
 if TYPE_CHECKING:
+    from .._grant import Grant
     from .._keys import PartitionKeys
+    from .._protocol.ownership import Target
     from .._runtime.threads.keeper import Task
 
 log = logging.getLogger(__name__)
@@ -103,7 +105,11 @@ class Consumer(ProcessBound):
         self.topic = topic
         self._meta = meta = metadata_of(topic)
         self.member_id = validate_label("member_id", member_id)
-        self._owner = Ownership(meta.context, group, self.member_id, validate_ttl(ttl), acks=acks)
+        #: How a commit runs fenced by this member's grant on its partition.
+        self._calls = GrantedCalls()
+        self._owner = Ownership(
+            meta.context, group, self.member_id, validate_ttl(ttl), acks=acks, _calls=self._calls
+        )
         self.group = self._owner.group
         self.ttl = self._owner.ttl
         if not (isinstance(start, int) and not isinstance(start, bool)) and start not in (
@@ -214,34 +220,41 @@ class Consumer(ProcessBound):
                 raise InvalidArgument("offsets must not be empty: leave it None to commit all")
         done: dict[int, int] = {}
         for p in sorted(wanted):
-            pk = self._keys[p]
-            resource = self._resources[p]
-            grant = self._owner._held(resource)
+            done[p] = self._commit_one(p, wanted[p])
+        return done
+
+    def _commit_one(self, p: int, offset: int) -> int:
+        """Commit ``offset`` on partition ``p``, fenced by this member's grant there."""
+        used: list[Grant] = []  # the grant the call was made with, once it was made
+
+        def build(target: Target, grant: Grant) -> protocol.ScriptCall[int]:
             last = self._last_commit.get(p)
             call = protocol.consumer.commit(
-                self._owner._target(resource),
-                pk,
+                target,
+                self._keys[p],
                 session=self._owner.session,
                 grant=grant,
                 partition_incarnation=self._meta.incarnation_of(p),
-                offset=wanted[p],
+                offset=offset,
                 seen_next=self._meta.seen_next(p),
                 last=last[1] if last is not None and last[0] == grant.token else None,
             )
-            owner = self._owner
-            try:
-                done[p] = owner._driver().execute(call, owner._budget, owner.durability)
-            except (Fenced, StateLost) as exc:
-                owner._lose(grant, exc)
-                raise
-            except NotEnoughReplicas:
-                self._last_commit[p] = (grant.token, wanted[p])  # on the primary
-                raise
-            except BaseException:
+            used.append(grant)
+            return call
+
+        try:
+            committed = self._calls.call(self._resources[p], build)
+        except (Fenced, StateLost):
+            raise  # (the handle dropped the grant: every later call raises this)
+        except NotEnoughReplicas:
+            self._last_commit[p] = (used[0].token, offset)  # on the primary
+            raise
+        except BaseException:
+            if used:
                 self._last_commit.pop(p, None)  # it may or may not have been written
-                raise
-            self._last_commit[p] = (grant.token, wanted[p])
-        return done
+            raise
+        self._last_commit[p] = (used[0].token, offset)
+        return committed
 
     def committed(self, partition: int) -> int | None:
         """The group's committed offset of ``partition`` (None if it never committed).
