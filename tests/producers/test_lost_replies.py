@@ -767,3 +767,31 @@ def test_a_superseded_incarnation_learns_its_batch_landed_and_stays_fenced(
         assert p2.send(b"b").offset == 1  # resent from the saved state: the original offset
     p2.send(b"c")
     assert values_of(topic) == [b"a", b"b", b"c"]
+
+
+def test_a_resolution_that_finds_its_batch_written_by_a_successor_names_the_records_epoch(
+    pclient: Client, client: Client, proxy: Proxy
+) -> None:
+    """A batch whose request was lost, then written by the producer's successor (a copy job
+    resumed from the saved state resends it under the next epoch): the old incarnation's
+    resolution learns that it landed, and the metadata it gives names the epoch the records
+    carry, never its own stale one."""
+    topic = pclient.topic("t", partitions=1)
+    old = topic.producer(AccessMode.EXCLUSIVE, lease_ttl=5.0)
+    old.send(b"a")
+    saved = old.state
+    with proxy.drop_requests(APPEND, count=None), pytest.raises(fencing.OutcomeUnknown):
+        old.send(b"b")
+    successor = client.topic("t").producer(AccessMode.EXCLUSIVE_WITH_FENCING, resume=saved)
+    written = successor.send(b"b")
+    assert (written.offset, written.epoch) == (1, old.epoch(0) + 1)
+    try:
+        landed = old.resolve(0)
+    except ProducerFenced:
+        landed = None  # told it is fenced: it claims nothing, which is also true
+    if landed is not None:
+        assert [(m.offset, m.epoch) for m in landed] == [(1, written.epoch)]
+    records = client.topic("t").reader(0, 0).read()
+    assert [(r.value, r.epoch) for r in records] == [(b"a", 1), (b"b", written.epoch)]
+    successor.close()
+    old.close()
