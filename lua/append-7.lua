@@ -156,19 +156,9 @@ if first_s ~= nil then
     local seen
     seen, bad = judge_resend(win, producer, b, window, s, first_s, last_s, digest)
     if bad then return bad end
-    -- The epoch it was written in (a resumed incarnation resends under a newer one);
-    -- -1 once retention trimmed it away.
-    local id = offset_id(seen[4])
-    local entry = redis.call('XRANGE', stream, id, id)[1]
-    local written = -1
-    if entry then
-      for i = 1, #entry[2], 2 do
-        if entry[2][i] == 'e' then
-          written = entry[2][i + 1]
-        end
-      end
-    end
-    return string.format('%d %d %d 1 %s', seen[4], now, (v[3] or 0) + 0, written)
+    -- The epoch it was written in (a resumed incarnation resends under a newer one).
+    return string.format('%d %d %d 1 %s', seen[4], now, (v[3] or 0) + 0,
+      written_epoch(stream, seen[4]))
   end
   if raw == nil or not live or now - x >= EXPIRY_INDEX_MS then
     -- The expiry index is written below (a new state, or a stale index entry).

@@ -12,6 +12,7 @@
   KEYS[3]  the partition metadata (hash)       <ns>:{<topic>/<p>}:part
   KEYS[4]  producer names and PID fences (hash) <ns>:{<topic>/<p>}:names
   KEYS[5]  the duplicate window (hash)         <ns>:{<topic>/<p>}:win
+  KEYS[6]  the partition's stream              <ns>:{<topic>/<p>}:log
   ARGV[1]  pid        the producer's PID
   ARGV[2]  pid_gen    the generation the batch was sent with
   ARGV[3]  first_seq  the batch's first sequence
@@ -27,8 +28,10 @@
   Producer state expires after the partition's own expiry (its metadata's pidexp); the
   window is the partition's own size (dedupw).
 
-  Returns {landed, first_offset, generation, next_sequence}: landed 1 with the original first
-    offset, or 0 (first_offset -1) with the new generation and the sequence to continue at.
+  Returns {landed, first_offset, generation, next_sequence, epoch}: landed 1 with the original
+    first offset and the epoch its records carry (a newer incarnation may have written it,
+    resent under its own epoch; -1 once retention trimmed it away), or 0 (first_offset -1,
+    epoch -1) with the new generation and the sequence to continue at.
   An expired state still stored answers by itself: the batch in its window landed; a batch
   past its last sequence never did (the state is created one generation up, to go on at
   the batch's sequence). With no state stored, a pending fresh batch sent less than half
@@ -48,7 +51,8 @@
 --- @include "pid_fence"
 --- @include "resend"
 
-local pids, pid_expiry, meta, names, win = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local pids, pid_expiry, meta, names, win, stream =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local pid, pid_gen = ARGV[1], int_arg(ARGV[2])
 local first_s, last_s, digest = int_arg(ARGV[3]), int_arg(ARGV[4]), ARGV[5]
 local session, pending_ms, fresh = ARGV[6], int_arg(ARGV[8]), ARGV[9]
@@ -75,12 +79,12 @@ if state ~= nil and first_s <= state.s then
   local seen
   seen, bad = judge_resend(win, pid, state.b, window, state.s, first_s, last_s, digest)
   if bad then return bad end
-  return {1, seen[4], state.g, state.s + 1}
+  return {1, seen[4], state.g, state.s + 1, tonumber(written_epoch(stream, seen[4]))}
 end
 if state ~= nil and live then
   if state.g == pid_gen + 1 and state.o == session then
     -- This very call's earlier attempt bumped it (its reply was lost): the same answer.
-    return {0, -1, state.g, state.s + 1}
+    return {0, -1, state.g, state.s + 1, -1}
   end
   bad = check_pid_owner(state, pid, pid_gen, session)
   if bad then return bad end
@@ -109,4 +113,4 @@ state.g = pid_gen + 1
 state.o = session
 save_pid(pids, pid_expiry, pid, state, now)
 set_pid_fence(names, pid, state.g)
-return {0, -1, state.g, state.s + 1}
+return {0, -1, state.g, state.s + 1, -1}

@@ -403,6 +403,9 @@ class Resolved:
     first_offset: int
     generation: int
     next_sequence: int
+    #: The epoch the landed batch's records carry (a newer incarnation of the PID may have
+    #: written it under its own); -1 when it did not land, or retention trimmed it away.
+    epoch: int = -1
 
 
 def resolve(
@@ -422,12 +425,12 @@ def resolve(
     Idempotent: a retry after a lost reply gets the first attempt's answer."""
 
     def parse(reply: list[Any]) -> Resolved:
-        landed, first, gen, nxt = reply
-        return Resolved(int(landed) == 1, int(first), int(gen), int(nxt))
+        landed, first, gen, nxt, epoch = reply
+        return Resolved(int(landed) == 1, int(first), int(gen), int(nxt), int(epoch))
 
     return ScriptCall(
         script=script("resolve"),
-        keys=(pk.pids, pk.pid_expiry, pk.meta, pk.names, pk.window),
+        keys=(pk.pids, pk.pid_expiry, pk.meta, pk.names, pk.window, pk.stream),
         args=(
             pid,
             generation,

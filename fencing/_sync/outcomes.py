@@ -176,7 +176,8 @@ class Outcomes:
         standing.pending = None
         result: list[RecordMetadata] | None = None
         if resolved.landed:
-            epoch = standing.writer.epoch
+            # The epoch its records carry: a successor may have written it, under its own.
+            epoch = resolved.epoch if resolved.epoch >= 0 else standing.writer.epoch
             result = [
                 RecordMetadata(self._meta.name, pk.partition, resolved.first_offset + i, epoch)
                 for i in range(pending.records)

@@ -8,6 +8,7 @@
 ]]
 --- @include "common"
 --- @include "dedup_window"
+--- @include "partition"
 
 -- A batch first .. last at or below a state's last sequence s (a resend of sequences that
 -- were written before): its window entry if it is exactly a batch of the window with the
@@ -28,3 +29,20 @@ local function judge_resend(win, pid, b, window, s, first, last, digest)
   local reason = (oldest ~= nil and first >= oldest) and 'other-records' or 'older-than-window'
   return nil, fail(E.DUPLICATE_SEQUENCE, pid, first, last, reason)
 end
+
+-- The epoch the record at ``offset`` of ``stream`` carries (a batch answered from the
+-- window may have been written by a newer incarnation of its PID, which resent it under
+-- its own epoch): the number as stored, or -1 once retention trimmed the record away.
+local function written_epoch(stream, offset)
+  local id = offset_id(offset)
+  local entry = redis.call('XRANGE', stream, id, id)[1]
+  if entry then
+    for i = 1, #entry[2], 2 do
+      if entry[2][i] == 'e' then
+        return entry[2][i + 1]
+      end
+    end
+  end
+  return -1
+end
+
