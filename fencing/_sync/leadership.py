@@ -37,13 +37,13 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Iterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .. import _forks as forks
 from .._grant import Grant
-from .._protocol.election import RowView
+from .._protocol.election import LeaderInfo, RowView
 from .._runtime.threads import primitives as runtime
 from ..errors import Fenced, FencingError, LeaseExpired, StateLost
 from . import term_errors
@@ -62,7 +62,9 @@ Callback = Callable[["Leadership"], Any]
 
 
 class ElectionView(Protocol):
-    """What a term reads of the :class:`~fencing.Election` that won it (its settings)."""
+    """The :class:`~fencing.Election` that won a term, as the term sees it: its settings,
+    and what a callback may ask of it (``term.election.leader()``...) - a protocol, so that
+    a term needs no import of the campaign's module."""
 
     name: str
     candidate_id: str
@@ -72,6 +74,11 @@ class ElectionView(Protocol):
     on_elected: Callback | None
     on_revoked: Callback | None
     exit_on_loss: bool
+
+    def leader(self) -> LeaderInfo | None: ...
+    def candidates(self) -> int: ...
+    def observe(self, timeout: float | None = None) -> Iterator[LeaderInfo | None]: ...
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
