@@ -28,6 +28,15 @@ def check_int(what: str, value: object, *, minimum: int = 0) -> int:
 #: The largest offset a partition can reach (Lua numbers are doubles: exact to 2**53).
 MAX_OFFSET = 2**53 - 1
 
+
+def check_expected_offset(expected_offset: object) -> None:
+    """A send's ``expected_offset``: None, or an offset a partition can reach."""
+    if expected_offset is not None and check_int("expected_offset", expected_offset) > MAX_OFFSET:
+        raise InvalidArgument(
+            f"expected_offset {expected_offset} is beyond any offset a partition can "
+            f"reach ({MAX_OFFSET})"
+        )
+
 MIN_TTL = 0.05
 MAX_TTL = 7 * 24 * 3600.0
 #: A waiting claim tries again at least this often (seconds), even while the holder's lease

@@ -37,7 +37,7 @@ from .._protocol.topic import Writer
 from .._record import Record, RecordMetadata
 from .._runtime.tasks import primitives as runtime
 from .._state import ProducerState
-from .._validate import MAX_OFFSET, check_int, producer_args, validate_ttl, wait_timeout_arg
+from .._validate import check_expected_offset, producer_args, validate_ttl, wait_timeout_arg
 from ..errors import (
     FencingError,
     InvalidArgument,
@@ -310,10 +310,8 @@ class Producer(ProcessBound):
         # The settings are handed to the producer's parts when it is made: a later change
         # would be silently ignored, so it is refused.
         if name in _SETTINGS and name in self.__dict__:
-            raise AttributeError(
-                f"a producer's {name} is fixed when it is made: open another producer "
-                f"(topic.producer({name}=...)) to use another"
-            )
+            msg = f"a producer's {name} is fixed when it is made: make a new producer to change it"
+            raise AttributeError(msg)
         super().__setattr__(name, value)
 
     @property
@@ -377,14 +375,7 @@ class Producer(ProcessBound):
             await self.open()  # opens, or raises for a closed producer
         self._check_process()
         queue = self._queue_of(partition)
-        expected_offset = entry.expected_offset
-        if expected_offset is not None:
-            check_int("expected_offset", expected_offset)
-            if expected_offset > MAX_OFFSET:
-                raise InvalidArgument(
-                    f"expected_offset {expected_offset} is beyond any offset a partition can "
-                    f"reach ({MAX_OFFSET})"
-                )
+        check_expected_offset(entry.expected_offset)
         return await queue.submit(entry)
 
     def _queue_of(self, partition: object) -> PartitionQueue:
