@@ -154,11 +154,26 @@ def _synced(replica: EmbeddedServer) -> bool:
         return r.info("replication").get("master_link_status") == "up"
 
 
+def _acknowledged_by_replica(master: EmbeddedServer, key: str) -> bool:
+    """Does the master count a replica that acknowledges writes (what ``acks='replicated'``
+    waits for)? The replica's side saying its link is up is not enough: after a full resync
+    the master puts the replica online only at its first acknowledgement."""
+    with redis.Redis(port=master.port, socket_timeout=2) as r:
+        r.set(f"{key}:healthy-probe", "1")  # ``key`` has a hash tag: the same slot
+        return int(r.execute_command("WAIT", 1, 200)) >= 1
+
+
 def _healthy(cluster: EmbeddedCluster, key: str) -> None:
-    """Wait until ``key``'s shard has its replica in sync (an earlier test's takeover leaves
-    the old master resyncing as a replica for a moment)."""
-    _, replica = _shard(cluster, key)
+    """Wait until ``key``'s shard has its replica in sync and acknowledging (an earlier
+    test's takeover leaves the old master resyncing as a replica for a moment)."""
+    master, replica = _shard(cluster, key)
     wait_until(lambda: _synced(replica), 15, 0.02, what="the shard's replica to be in sync")
+    wait_until(
+        lambda: _acknowledged_by_replica(master, key),
+        15,
+        0.02,
+        what="the shard's master to count its replica's acknowledgements",
+    )
 
 
 @pytest.fixture

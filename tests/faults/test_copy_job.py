@@ -139,6 +139,17 @@ class Run:
     target: int
     events: list[Event] = field(default_factory=list)
     exitcode: int | None = None
+    killed: bool = False  # the test sent SIGKILL (possibly after the child reported done)
+
+    def exited_as_planned(self) -> bool:
+        """A run the test did not kill exits 0. A killed one dies of SIGKILL, unless the kill
+        landed after the child finished its copy and exited (a random kill point may fall
+        after the last batch); either way is exact, the copy's check is on the log."""
+        if not self.killed:
+            return self.exitcode == 0
+        if self.events and self.events[-1][0] == "done":
+            return self.exitcode in (0, -signal.SIGKILL)
+        return self.exitcode == -signal.SIGKILL
 
     @property
     def started(self) -> Event:
@@ -195,10 +206,12 @@ def _live(
                 break
             if kind == "between" and tag == "holding":
                 os.kill(process.pid, signal.SIGKILL)
+                run.killed = True
                 break
             if kind == "random" and tag in ("started", "saved") and event[1] >= target:
                 time.sleep(delay)  # not a synchronisation: picks a random point to kill at
                 os.kill(process.pid, signal.SIGKILL)
+                run.killed = True
                 break
         process.join(EVENT_TIMEOUT)
         assert process.exitcode is not None, "the copy job outlived SIGKILL"
@@ -238,8 +251,7 @@ def test_a_killed_copy_job_copies_exactly_once(
     if runs[-1].events[-1][0] != "done":
         runs.append(_live(ctx, server.url, job_namespace, path, "final", N, 0.0))
     assert runs[-1].events[-1] == ("done", N)
-    assert runs[-1].exitcode == 0
-    assert all(r.exitcode == -signal.SIGKILL for r in runs[:-1])
+    assert [r.exited_as_planned() for r in runs] == [True] * len(runs), runs
 
     inputs = input_records(N)
     for previous, run in zip([None, *runs], runs, strict=False):
