@@ -449,7 +449,7 @@ class Producer(ProcessBound):
         async with queue.holding():
             if standing.pending is None:
                 return None
-            result = await self._outcomes.resolve(standing)
+            result = await queue.resolve_pending()
             if result is not None and self.durability.command is not None:
                 try:
                     await self._calls.execute(self._lease.renew_call(standing), self.durability)

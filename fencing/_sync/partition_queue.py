@@ -6,8 +6,15 @@ Every send is queued on its partition. The queue drives the partition's one call
 time: the head of the queue goes as one fenced append (group commit, see
 :mod:`fencing._group_commit`), all or nothing, and each caller is answered with its own
 slice of the metadata or the batch's error. A caller waits for its own entry's answer; the
-call belongs to the queue, which runs it in the time of whichever caller finds the
-partition free (never one per caller). The path of a send:
+call belongs to the queue, never to one caller. Under asyncio it runs in a task of the
+queue's own (a *drive*, started by whichever caller finds the partition free), so a
+caller's cancellation ends only that caller's wait. With threads it runs in the time of
+whichever caller finds the partition free (a hand-off to another thread would cost a
+context switch per call); when that caller is interrupted in the call (KeyboardInterrupt,
+an asynchronous exception), the others' records go back to the head of the queue behind
+the batch's resolution, and the next call on the partition answers each of them exactly:
+the offsets the batch landed at, or a send of their own if it did not land. Nobody is told
+"maybe" because somebody else was interrupted. The path of a send:
 producer → :class:`PartitionQueue` → :func:`fencing._protocol.topic.append` → driver →
 script, and back the same way.
 
@@ -18,6 +25,7 @@ script, and back the same way.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -35,6 +43,8 @@ from .outcomes import Outcomes, Progress
 from .producer_ids import ProducerIds
 from .standing import Answers, Calls, Standing, Status, Wakeup
 
+log = logging.getLogger(__name__)
+
 #: Calls a caller drives for others once its own records are answered, before it lets the
 #: partition go and wakes the next queued caller to go on (bounds its latency).
 SERVE_AFTER_OWN = 8
@@ -43,6 +53,9 @@ RECHECK_SECONDS = 0.5
 #: How long the queue waits for the callers it answered to run (threads: see
 #: _let_answered_run) before it sends what is queued anyway.
 _CHAIN_WAIT = 0.002
+#: Calls one drive (asyncio) sends before it lets the partition go, so a flush, a
+#: resolve() or a close waiting for the partition is never starved by a busy queue.
+DRIVE_CALLS = 64
 
 
 def settled(entry: Entry) -> bool:
@@ -56,6 +69,8 @@ class PartitionQueue:
     __slots__ = (
         "_answers",
         "_calls",
+        "_carried",
+        "_drive_task",
         "_durability",
         "_ids",
         "_meta",
@@ -107,6 +122,11 @@ class PartitionQueue:
         #: The first of the callers last answered, not woken yet (see group_commit.settle):
         #: woken as the next call leaves, or as the lock is let go.
         self.to_wake: Entry | None = None
+        #: The group of the pending batch whose call was interrupted in its sender's hands,
+        #: its other callers queued again behind its resolution (see _interrupted).
+        self._carried: list[Entry] | None = None
+        #: The task sending the queue (asyncio; see _drive), while one runs.
+        self._drive_task: object | None = None
 
     # -- callers -----------------------------------------------------------------------------
 
@@ -118,6 +138,11 @@ class PartitionQueue:
         try:
             while not entry.done:
                 if runtime.try_lock(lock):
+                    if runtime.IS_ASYNC:
+                        # The call belongs to the queue: it runs in a task of its own, and
+                        # this caller waits for its answer like the others (below).
+                        self._drive_task = runtime.spawn(self._drive, "fencing-send")
+                        continue
                     entry.leading = True
                     try:
                         self._lead(entry)
@@ -242,6 +267,25 @@ class PartitionQueue:
                 break
             self.send_next()
 
+    def _drive(self) -> None:
+        """Send what is queued, apart from every caller (asyncio: the task that
+        :meth:`submit` starts holding the partition), then let the partition go.
+
+        A caller cancelled meanwhile stops waiting at once; its records are never sent if
+        they were not taken yet, and answered (their fate known, nothing pending) if the
+        call carrying them completes. The others each get their own answer."""
+        try:
+            for _ in range(DRIVE_CALLS):
+                if not self.queue:
+                    break
+                self.send_next()
+        except Exception:  # pragma: no cover - send_next answers every entry it takes
+            log.exception("redis-fencing: sending partition %d failed", self.standing.pk.partition)
+        finally:
+            self._drive_task = None
+            self.lock.release()
+            self.wake_head()
+
     def _let_answered_run(self) -> None:
         """Wake the callers answered last and wait until each has run (or ``_CHAIN_WAIT``)
         before the next call (threads only: under asyncio nobody waits to be woken).
@@ -289,7 +333,7 @@ class PartitionQueue:
             return
         if standing.pending is not None:
             try:
-                self._outcomes.resolve(standing)
+                self.resolve_pending()
             except DuplicateSequence:
                 pass  # settled: the batch was a resend of sequences written before
             except FencingError as exc:
@@ -310,6 +354,33 @@ class PartitionQueue:
             # while the answers were being given): no entry it took is left unanswered.
             self._interrupted(group, done)
             raise
+
+    def resolve_pending(self) -> list[RecordMetadata] | None:
+        """Settle the partition's pending batch (the caller holds the partition): its
+        metadata if it landed, None if it did not. The callers of an interrupted call that
+        wait behind it are answered with their own offsets if it landed; if it did not,
+        they stay at the head of the queue and go in the next call."""
+        carried, self._carried = self._carried, None
+        try:
+            landed = self._outcomes.resolve(self.standing)
+        except DuplicateSequence:
+            # Its sequences were written before, by other records: these did not land.
+            raise
+        except FencingError:
+            self._carried = carried  # still pending: a later resolution answers them
+            raise
+        except BaseException:
+            if self.standing.pending is not None:
+                self._carried = carried  # interrupted before it was settled
+            raise
+        if carried is not None and landed:
+            with self.guard:
+                waiting = set(map(id, carried))
+                kept = [e for e in self.queue if id(e) not in waiting]
+                self.queue.clear()
+                self.queue.extend(kept)
+            self._answer(carried, landed[0].offset, landed[0].epoch)
+        return landed
 
     def _send_group(self, group: list[Entry], done: Progress) -> None:
         standing, topic = self.standing, self._meta
@@ -342,10 +413,10 @@ class PartitionQueue:
             try:
                 appended = self._calls.execute(call, self._durability)
             except BaseException as exc:
+                if not isinstance(exc, FencingError):
+                    raise  # an interrupt of this sender: _interrupted settles the group
                 if fresh_pid or not self._ids.idle_expired(exc):
                     self._outcomes.refused(standing, group, done, exc)
-                    if not isinstance(exc, FencingError):
-                        raise
                     return
                 # Its state expired while it was idle, and nothing was written: the
                 # producer takes a fresh PID and sends the same group as that PID's first
@@ -372,18 +443,22 @@ class PartitionQueue:
             standing.next_sequence += batch.count
         topic.saw_next(p, appended.first_offset + batch.count)
         done.counted = True
-        self._answer(group, appended)
+        self._answer_appended(group, appended)
 
-    def _answer(self, group: list[Entry], appended: Appended) -> None:
+    def _answer_appended(self, group: list[Entry], appended: Appended) -> None:
         # A resend answered from the window reports the epoch the records carry.
+        epoch = appended.epoch if appended.epoch >= 0 else self.standing.writer.epoch
+        self._answer(group, appended.first_offset, epoch)
+
+    def _answer(self, group: list[Entry], first_offset: int, epoch: int) -> None:
+        """Answer each entry of ``group`` (landed at ``first_offset``) with its own slice."""
         standing = self.standing
-        epoch = appended.epoch if appended.epoch >= 0 else standing.writer.epoch
         with self.guard:  # (as pass_on: a caller giving up now is chained or not)
             head = group_commit.settle(
                 group,
                 topic=self._meta.name,
                 partition=standing.pk.partition,
-                first_offset=appended.first_offset,
+                first_offset=first_offset,
                 epoch=epoch,
                 give=self._answers.give,
                 chain=not runtime.IS_ASYNC,
@@ -408,9 +483,20 @@ class PartitionQueue:
                 self._meta.saw_next(
                     standing.pk.partition, done.appended.first_offset + done.batch.count
                 )
-            self._answer(group, done.appended)  # it landed: every answer is known
+            self._answer_appended(group, done.appended)  # it landed: every answer is known
             return
         if not done.failed:
             self._outcomes.set_pending(standing, done)
-        carried = self._outcomes.carried_unknown(standing.pk.partition)
-        group_commit.fail(left, carried, self._answers.give)
+        if standing.pending is None or done.failed:
+            # Nothing to resolve it by (a producer made with idempotent=False): the callers
+            # it carried are told the outcome is unknown.
+            carried = self._outcomes.carried_unknown(standing.pk.partition)
+            group_commit.fail(left, carried, self._answers.give)
+            return
+        # It may have landed. The interrupted caller's own entry (``leading``) goes with its
+        # interrupt; every other caller waits at the head of the queue for the resolution
+        # the next call on the partition starts with, and gets its own answer from it.
+        others = [entry for entry in left if not entry.leading]
+        self._carried = group
+        with self.guard:
+            self.queue.extendleft(reversed(others))

@@ -451,7 +451,7 @@ class Producer(ProcessBound):
         with queue.holding():
             if standing.pending is None:
                 return None
-            result = self._outcomes.resolve(standing)
+            result = queue.resolve_pending()
             if result is not None and self.durability.command is not None:
                 try:
                     self._calls.execute(self._lease.renew_call(standing), self.durability)

@@ -103,24 +103,25 @@ async def test_random_cancellation_of_queued_and_leading_tasks(aio_api: Api) -> 
     verified(aio_api.url, aio_api.namespace, "t", ledger.attempts, note=f"seed {SEED}")
 
 
-async def test_a_task_cancelled_while_serving_others(aio_api: Api) -> None:
-    """Task A's own record is answered, and A goes on to send B's and C's records (queued
-    meanwhile); A is cancelled during that call. B and C get one answer each (documented:
-    OutcomeUnknown), A gets CancelledError, A's record is in the log once, and the next
-    send settles B+C (here: never sent, so never lands)."""
+async def test_a_task_cancelled_while_its_call_is_in_flight_stops_waiting_and_the_call_completes(
+    aio_api: Api,
+) -> None:
+    """Task A's record is in a call in flight (held at a gate, as a slow Redis would) and B
+    and C queue behind it; A is cancelled. A returns CancelledError at once, while its call
+    is still out; the call completes for everyone: A's record lands once and nothing is
+    left pending (its fate is known), and B and C each get their own offsets in the next
+    call."""
     client = aio_api.client()
     topic = client.topic("t", partitions=1)
     async with await topic.producer() as producer:
         await producer.send(b"first")
         original = producer._calls.execute
         gates: list[asyncio.Event] = []
-        entered: list[int] = []
 
         async def gated(call: Any, durability: Any = None) -> Any:
             if call.script.name == "append":
                 gate = asyncio.Event()
                 gates.append(gate)
-                entered.append(len(gates))
                 await gate.wait()
             return await original(call, durability)
 
@@ -130,18 +131,27 @@ async def test_a_task_cancelled_while_serving_others(aio_api: Api) -> None:
         b = asyncio.ensure_future(producer.send(b"b"))
         c = asyncio.ensure_future(producer.send(b"c"))
         await wait_until_async(lambda: len(producer._queues[0].queue) == 2)
-        gates[0].set()  # A's own call goes through
-        await wait_until_async(lambda: len(gates) == 2)  # A now carries B and C
         a.cancel()
-        results = await bounded(asyncio.gather(a, b, c, return_exceptions=True))
+        with pytest.raises(asyncio.CancelledError):
+            await bounded(a)
+        assert not gates[0].is_set()  # it returned while its call was still out
+        gates[0].set()
+        await wait_until_async(lambda: len(gates) == 2)  # B and C go in the next call
+        gates[1].set()
+        mds = await bounded(asyncio.gather(b, c))
         producer._calls.execute = original
-        assert isinstance(results[0], asyncio.CancelledError)
-        assert isinstance(results[1], fencing.OutcomeUnknown), results
-        assert isinstance(results[2], fencing.OutcomeUnknown), results
+        assert [(md.offset, md.epoch) for md in mds] == [(2, 0), (3, 0)]
+        assert unwrap(producer)._queues[0].standing.pending is None
+        assert producer.last_resolution is None
         md = await bounded(producer.send(b"after"))
-        assert producer.last_resolution == (0, None)
-    assert [r.value for r in await records_of_async(topic)] == [b"first", b"a", b"after"]
-    assert md.offset == 2
+    assert [r.value for r in await records_of_async(topic)] == [
+        b"first",
+        b"a",
+        b"b",
+        b"c",
+        b"after",
+    ]
+    assert md.offset == 4
 
 
 async def test_cancelled_send_async_futures_are_never_sent(aio_api: Api) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import ctypes
 import inspect
 import os
 import signal
@@ -32,8 +31,10 @@ from fencing._sync import producer as sync_producer
 from ..support.group_commit import (
     Answers,
     Gate,
+    interrupt,
     run_threads,
     sender,
+    sending_thread,
     stacks,
     start_all,
 )
@@ -504,7 +505,7 @@ def test_an_interrupt_of_the_leader_outside_the_call_leaves_no_caller_hanging(
     standing.wake_head()
     try:
         assert entered.wait(5)
-        (leader_thread,) = [t for t in threads if t.ident == holder_of(standing, threads)]
+        (leader_thread,) = [t for t in threads if t.ident == sending_thread(threads)]
         leader.append(leader_thread)
         interrupt(leader_thread)
         release.set()
@@ -529,14 +530,15 @@ def test_an_interrupt_of_the_leader_outside_the_call_leaves_no_caller_hanging(
         producer.close()
 
 
-def test_an_interrupt_of_a_queued_thread_and_of_the_leader_during_its_call(
+def test_an_interrupt_of_a_queued_thread_or_of_the_leader_in_its_call_stays_with_that_thread(
     client: fencing.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A KeyboardInterrupt (raised for real with PyThreadState_SetAsyncExc) into a thread
     queued behind a call in flight: it gets the interrupt and its record is never sent.
     Then one into the leader while it is inside its script call: it gets the interrupt,
-    each caller it carried gets exactly one OutcomeUnknown, and the next send settles the
-    batch (here it never left: ``last_resolution == (0, None)``)."""
+    and the interrupt stays with it: the batch is resolved by the next call (here it never
+    left: ``last_resolution == (0, None)``), and each caller it carried gets its own
+    offsets from a send of their own, in the order they queued."""
     topic = client.topic("t", partitions=1)
     producer = topic.producer()
     producer.send(b"first")
@@ -574,7 +576,7 @@ def test_an_interrupt_of_a_queued_thread_and_of_the_leader_during_its_call(
         standing.lock.release()
         standing.wake_head()
         assert entered.wait(5)
-        leader_ident = holder_of(standing, threads)
+        leader_ident = sending_thread(threads)
         (leader,) = [t for t in threads if t.ident == leader_ident]
         interrupt(leader)
         release.set()
@@ -584,36 +586,22 @@ def test_an_interrupt_of_a_queued_thread_and_of_the_leader_during_its_call(
         assert all(len(a) == 1 for a in answers.values()), answers
         others = [i for i, t in enumerate(threads) if t is not leader and i != 2]
         assert isinstance(answers[threads.index(leader)][0], KeyboardInterrupt)
-        assert all(isinstance(answers[i][0], fencing.OutcomeUnknown) for i in others), answers
-        assert standing.standing.pending is not None
-        md = producer.send(b"after")
+        mds = {i: answers[i][0] for i in others}
+        assert all(isinstance(md, fencing.RecordMetadata) for md in mds.values()), answers
+        assert sorted(md.offset for md in mds.values()) == [1, 2, 3, 4]  # type: ignore[union-attr]
         assert producer.last_resolution == (0, None)
-        assert md.offset == 1
+        assert standing.standing.pending is None
+        md = producer.send(b"after")
+        assert md.offset == 5
     finally:
         release.set()
         producer.close()
-    assert [r.value for r in topic.reader(0).read(max_records=100)] == [b"first", b"after"]
-
-
-def interrupt(thread: threading.Thread) -> None:
-    """Raise KeyboardInterrupt in ``thread`` (as a signal handler would in the main one)."""
-    n = ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread.ident or 0), ctypes.py_object(KeyboardInterrupt)
-    )
-    assert n == 1
-
-
-def holder_of(standing: Any, threads: list[threading.Thread]) -> int | None:
-    """The ident of the thread in ``threads`` whose stack is inside the producer's
-    ``_send_next`` (the leader)."""
-    frames = sys._current_frames()
-    for t in threads:
-        frame = frames.get(t.ident or 0)
-        while frame is not None:
-            if frame.f_code.co_name == "send_next":
-                return t.ident
-            frame = frame.f_back
-    return None
+    log = [r.value for r in topic.reader(0).read(max_records=100)]
+    assert log == [
+        b"first",
+        *[b"v%d" % i for i in sorted(mds, key=lambda i: mds[i].offset)],
+        b"after",
+    ]  # type: ignore[union-attr]
 
 
 def line_of(function: Any, text: str) -> int:

@@ -19,7 +19,6 @@ from fencing._runtime.threads import primitives as threads
 pytestmark = pytest.mark.anyio
 
 
-
 async def test_a_task_signal_set_before_the_wait_returns_at_once_and_clears() -> None:
     signal = tasks.Signal()
     signal.set()

@@ -192,13 +192,14 @@ def test_a_lost_reply_of_the_pid_allocation_wastes_an_id_only(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_a_task_cancelled_while_the_fresh_pid_is_drawn_leaves_no_trace(
+async def test_a_task_cancelled_while_the_fresh_pid_is_drawn_stops_waiting_and_its_send_completes(
     server: ServerInfo, proxy: Proxy, namespace: str, raw: redis.Redis, anyio_backend: str
 ) -> None:
     """A task's send on an expired partition is refused 'idle'; the fresh PID's INCR hangs (request
-    lost, connection mute) and the task is cancelled there. A second task queued behind it
-    on the partition then sends: it takes the fresh PID and lands; the cancelled record is
-    nowhere, the lost INCR drew nothing, the log has no gap."""
+    lost, connection mute) and the task is cancelled there. The task stops waiting; the
+    send is the partition's, not the task's, and goes on: the INCR is retried on a fresh
+    connection, and the cancelled record lands once under the fresh PID, then the second
+    task's record queued behind it. The lost INCR drew nothing, the log has no gap."""
     client = fencing.aio.Client.from_url(proxy.url_for(server.url), namespace=namespace)
     try:
         topic = client.topic("t", partitions=1)
@@ -216,17 +217,17 @@ async def test_a_task_cancelled_while_the_fresh_pid_is_drawn_leaves_no_trace(
         proxy.clear()
         with pytest.raises(asyncio.CancelledError):
             await first
-        md = await asyncio.wait_for(second, 5)
-        assert md.offset == 1
+        md = await asyncio.wait_for(second, 10)
+        assert md.offset == 2
         fresh = producer.producer_id
         assert fresh == old + 1
-        assert offsets([await producer.send(b"z", partition=0)]) == [2]
+        assert offsets([await producer.send(b"z", partition=0)]) == [3]
         await producer.close()
         assert int(raw.get(client.keys.producer_ids()) or 0) == fresh  # the lost INCR drew none
     finally:
         await client.close()
     records = [(r.offset, r.value, r.producer_id) for r in plain_log(server, namespace)]
-    assert records == [(0, b"a", old), (1, b"y", fresh), (2, b"z", fresh)]
+    assert records == [(0, b"a", old), (1, b"x", fresh), (2, b"y", fresh), (3, b"z", fresh)]
 
 
 def test_every_reply_lost_on_the_first_send_after_the_expiry_never_wedges_the_partition(
@@ -259,8 +260,10 @@ async def test_a_task_cancelled_on_the_first_send_after_the_expiry_never_wedges_
 ) -> None:
     """A task's send on a partition whose state expired reaches the script, which refuses it
     'idle' (nothing written); the reply is held (a mute connection) and the task is cancelled (a
-    timeout of the caller's, a shutdown). The producer keeps the batch pending under the old PID
-    at sequence 1: it cannot know the refusal.
+    timeout of the caller's, a shutdown). The task stops waiting at once while its call is
+    still out (the call is the partition's); the call's retries find no reply either, and
+    the batch is left pending under the old PID at sequence 1: the producer cannot know
+    the refusal.
 
     The next send settles it as "did not land" (sent milliseconds ago, no state: README's
     half-the-expiry rule) and goes on under the fresh PID: ``c`` at offset 1."""
@@ -277,7 +280,7 @@ async def test_a_task_cancelled_on_the_first_send_after_the_expiry_never_wedges_
         with pytest.raises(asyncio.CancelledError):
             await task
         proxy.clear()
-        assert producer._queues[0].standing.pending is not None  # b: sequence 1 under the old PID
+        assert producer._queues[0].lock.locked()  # b's call is still out
         try:
             got: Any = (await producer.send(b"c", partition=0)).offset
         except fencing.FencingError as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ctypes
 import os
 import random
 import signal
@@ -46,12 +47,15 @@ __all__ = [
     "bounded",
     "check_answers",
     "check_ledger",
+    "check_records",
+    "interrupt",
     "no_recheck",
     "restore_sigint",
     "result_of",
     "run_threads",
     "script_calls",
     "sender",
+    "sending_thread",
     "stacks",
     "start_all",
     "threads_sending",
@@ -144,6 +148,30 @@ class Gate:
 
 
 # -- hangs -------------------------------------------------------------------------------------
+
+
+def interrupt(thread: threading.Thread) -> bool:
+    """Raise KeyboardInterrupt in ``thread`` (as a signal handler would in the main one),
+    for real, with PyThreadState_SetAsyncExc: it lands at the thread's next bytecode.
+    False if the thread had ended."""
+    n = ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread.ident or 0), ctypes.py_object(KeyboardInterrupt)
+    )
+    assert n in (0, 1), n
+    return n == 1
+
+
+def sending_thread(threads: list[threading.Thread]) -> int | None:
+    """The ident of the thread in ``threads`` sending a partition's queue now (its stack is
+    inside ``send_next``), or None."""
+    frames = sys._current_frames()
+    for t in threads:
+        frame = frames.get(t.ident or 0)
+        while frame is not None:
+            if frame.f_code.co_name == "send_next":
+                return t.ident
+            frame = frame.f_back
+    return None
 
 
 def stacks() -> str:
@@ -293,6 +321,11 @@ async def check_ledger(topic: Any, ledger: Ledger, partitions: int = 1) -> list[
     records: list[fencing.Record] = []
     for p in range(partitions):
         records += await records_of_async(topic, p)
+    return check_records(records, ledger)
+
+
+def check_records(records: list[fencing.Record], ledger: Ledger) -> list[fencing.Record]:
+    """:func:`check_ledger` over records already read (from a sync test, say)."""
     values = [r.value for r in records]
     assert len(values) == len(set(values)), "a value landed twice"
     where = {r.value: (r.partition, r.offset) for r in records}
