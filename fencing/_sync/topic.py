@@ -163,6 +163,7 @@ class Topic:
 
     # -- handles -----------------------------------------------------------------------------
 
+    @runtime.opening
     def producer(
         self,
         access_mode: AccessMode = AccessMode.SHARED,
@@ -215,6 +216,7 @@ class Topic:
         )
         return producer.open()
 
+    @runtime.opening
     def consumer(
         self,
         group: str,
@@ -256,6 +258,7 @@ class Topic:
             acks=acks,
         )
 
+    @runtime.opening
     def reader(self, partition: int, start_offset: StartOffset = "earliest") -> Reader:
         """A reader of one partition from ``start_offset`` (an int, "earliest" or "latest").
 
