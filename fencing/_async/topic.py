@@ -36,6 +36,10 @@ class Topic:
     >>> [r.value for r in await reader.read()]                       # doctest: +SKIP
     [b'hello']
 
+    Its handles (:meth:`producer`, :meth:`consumer`, :meth:`reader`) are entered,
+    ``async with topic.producer() as p``, and closed when the block ends, or taken as
+    ``p = await topic.producer()`` and closed with ``await p.close()``.
+
     ``partitions=None`` opens an existing topic (and raises :class:`~fencing.UnknownTopic`
     if there is none). ``producer_state_ttl`` (seconds, default: the client's
     ``FENCING_PRODUCER_STATE_TTL``, 7 days) is how long after its last write an idempotent
