@@ -237,6 +237,13 @@ class Leadership:
             return
         await self._finish(term_errors.resigned(self.election.name, self.token), resign=True)
 
+    async def __aenter__(self) -> Leadership:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Leaving the campaign block resigns (whatever ended the block)."""
+        await self.resign()
+
     def __repr__(self) -> str:
         state = "lost" if self.lost.is_set() else "leading"
         return (

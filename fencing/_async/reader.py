@@ -32,13 +32,16 @@ _ITER_FIRST = 100
 
 
 class Reader:
-    """Reads one partition from an offset.
+    """Reads one partition from an offset. It holds nothing on the server: closing it only
+    ends its use (a read after raises :class:`~fencing.InvalidArgument`, iterating ends).
 
     >>> reader = await topic.reader(partition=0, start_offset="earliest")
     >>> for record in await reader.read(max_records=100, block_ms=1000):
     ...     print(record.offset, record.value)
-    >>> async for record in reader:                # tails forever with blocking reads
+    >>> async for record in reader:                # tails with blocking reads until closed
     ...     handle(record)
+    >>> async with topic.reader(0, "earliest") as reader:
+    ...     records = await reader.read()
     """
 
     def __init__(self, topic: TopicFace, partition: int) -> None:
@@ -48,6 +51,7 @@ class Reader:
         self._pk = self._meta.partition_keys(partition)
         self.partition = self._pk.partition
         self._position = 0
+        self._closed = False
 
     async def _start(self, start_offset: StartOffset) -> None:
         """Place the reader at ``start_offset`` (made by :meth:`Topic.reader`)."""
@@ -77,6 +81,7 @@ class Reader:
         Raises :class:`~fencing.OffsetOutOfRange` below the first retained record or past
         the next offset.
         """
+        self._ready()
         position = check_int("offset", offset)
         start, end = await self._meta.offsets(self.partition)
         if not start <= position <= end:
@@ -93,6 +98,7 @@ class Reader:
         With ``block_ms``, waits up to that long for records when none are there yet.
         Raises :class:`~fencing.OffsetOutOfRange` if the position was trimmed away.
         """
+        self._ready()
         count, block = read_limits(max_records, block_ms)
         records = await self._fetch(count, 0)
         if not records and block > 0:
@@ -140,13 +146,30 @@ class Reader:
             )
         return records
 
+    async def close(self) -> None:
+        """End this reader's use: a read after raises :class:`~fencing.InvalidArgument`, and
+        iterating it ends (once the records already fetched are handed out). Idempotent; it
+        holds nothing on the server, so nothing is released."""
+        self._closed = True
+
+    async def __aenter__(self) -> Reader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _ready(self) -> None:
+        if self._closed:
+            raise InvalidArgument("this reader is closed: open a new one with topic.reader(...)")
+
     async def __aiter__(self) -> AsyncIterator[Record]:
-        """Tail the partition: every record from the position on, waiting for new ones.
+        """Tail the partition: every record from the position on, waiting for new ones,
+        until the reader is closed.
 
         The position follows the records handed out (not the pages fetched), so a loop
         that breaks out leaves the reader at the record after the last one it got."""
         count = _ITER_FIRST
-        while True:
+        while not self._closed:
             records = await self.read(max_records=count, block_ms=_TAIL_BLOCK_MS)
             if not records:
                 continue

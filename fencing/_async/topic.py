@@ -30,11 +30,15 @@ class Topic:
     """A topic of ``partitions`` partitions. Opened (and created) on first use.
 
     >>> topic = client.topic("orders", partitions=4)
-    >>> async with await topic.producer() as producer:
+    >>> async with topic.producer() as producer:
     ...     md = await producer.send(b"hello", key=b"user-1")
     >>> reader = await topic.reader(md.partition, md.offset)
     >>> [r.value for r in await reader.read()]                       # doctest: +SKIP
     [b'hello']
+
+    Its handles (:meth:`producer`, :meth:`consumer`, :meth:`reader`) are entered,
+    ``async with topic.producer() as p``, and closed when the block ends, or taken as
+    ``p = await topic.producer()`` and closed with ``await p.close()``.
 
     ``partitions=None`` opens an existing topic (and raises :class:`~fencing.UnknownTopic`
     if there is none). ``producer_state_ttl`` (seconds, default: the client's
@@ -161,6 +165,7 @@ class Topic:
 
     # -- handles -----------------------------------------------------------------------------
 
+    @runtime.opening
     async def producer(
         self,
         access_mode: AccessMode = AccessMode.SHARED,
@@ -196,7 +201,7 @@ class Topic:
         :meth:`Producer.send_async`, as in Kafka: its sender waits up to ``linger_ms`` for
         more records unless ``batch_size`` bytes are queued.
 
-        >>> async with await topic.producer(fencing.AccessMode.EXCLUSIVE) as p:
+        >>> async with topic.producer(fencing.AccessMode.EXCLUSIVE) as p:
         ...     await p.send(b"v", key=b"k")
         """
         producer = Producer(
@@ -213,6 +218,7 @@ class Topic:
         )
         return await producer.open()
 
+    @runtime.opening
     async def consumer(
         self,
         group: str,
@@ -237,7 +243,7 @@ class Topic:
         "replicated" or "fsync"; see the README's "Durability"). A commit that a failover
         lost is reported: the next ``commit()`` raises :class:`~fencing.StateLost`.
 
-        >>> async with await topic.consumer("billing", "host-a", partitions=[0]) as c:
+        >>> async with topic.consumer("billing", "host-a", partitions=[0]) as c:
         ...     records = await c.poll(max_records=100, block_ms=1000)
         ...     await c.commit()
         """
@@ -254,6 +260,7 @@ class Topic:
             acks=acks,
         )
 
+    @runtime.opening
     async def reader(self, partition: int, start_offset: StartOffset = "earliest") -> Reader:
         """A reader of one partition from ``start_offset`` (an int, "earliest" or "latest").
 

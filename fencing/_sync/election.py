@@ -51,7 +51,7 @@ OBSERVE_READ_TTL = 1.0
 MIN_RETRY_PERIOD = 0.01
 
 
-class Election(ProcessBound):
+class Election(ProcessBound, runtime.Ready):
     """A candidate in one named election.
 
     ``ttl`` is the lease of a term; ``renew_deadline`` (default two thirds of it) is how
@@ -138,24 +138,25 @@ class Election(ProcessBound):
 
     # -- public ------------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def campaign(self, timeout: float | None = None) -> Iterator[Leadership]:
-        """Block until elected (up to ``timeout`` seconds; None waits forever), then yield
-        the :class:`Leadership`. Leaving the block resigns.
+    @runtime.opening
+    def campaign(self, timeout: float | None = None) -> Leadership:
+        """Block until elected (up to ``timeout`` seconds; None waits forever) and return
+        the :class:`Leadership`. Leaving the ``with`` block resigns; a term
+        taken as ``leadership = election.campaign()`` lasts until
+        ``leadership.resign()`` (or :meth:`close`).
 
-        Raises :class:`~fencing.OwnershipConflict` when ``timeout`` runs out first. Each
-        campaign is a new session: a process never inherits a term, even its own earlier
-        one.
+        Raises :class:`~fencing.OwnershipConflict` when ``timeout`` runs out first. A
+        campaign given up (the timeout, an error, an interruption) leaves nothing held and
+        no candidate registered. Each campaign is a new session: a process never inherits a
+        term, even its own earlier one.
 
         >>> with election.campaign(timeout=30) as leadership:
         ...     leadership.token                                   # doctest: +SKIP
         8
+        >>> leadership = election.campaign()                 # doctest: +SKIP
+        >>> leadership.resign()                              # doctest: +SKIP
         """
-        term = self._win(timeout)
-        try:
-            yield term
-        finally:
-            term.resign()
+        return self._win(timeout)
 
     def leader(self) -> LeaderInfo | None:
         """Who leads now by server time, or None (nobody, or the last lease lapsed)."""

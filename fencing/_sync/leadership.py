@@ -239,6 +239,13 @@ class Leadership:
             return
         self._finish(term_errors.resigned(self.election.name, self.token), resign=True)
 
+    def __enter__(self) -> Leadership:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Leaving the campaign block resigns (whatever ended the block)."""
+        self.resign()
+
     def __repr__(self) -> str:
         state = "lost" if self.lost.is_set() else "leading"
         return (

@@ -51,7 +51,7 @@ T = TypeVar("T")
 SeveredCallback = Callable[[Grant, int], None]
 
 
-class Ownership(ProcessBound):
+class Ownership(ProcessBound, runtime.Ready):
     """A session on the ownership table of one group.
 
     Claims are granted per resource by the generation rules (see the README); each grant carries a
@@ -59,8 +59,7 @@ class Ownership(ProcessBound):
     store that lost state (FLUSHALL, failover) is reported as :class:`StateLost` instead of
     a fresh start. Thread-safe; bound to the process that made it.
 
-    >>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)
-    >>> with owner:                                     # releases everything on exit
+    >>> with client.ownership("journal", "host-a", ttl=10.0) as owner:  # releases on exit
     ...     grant = (owner.claim(["orders/0"]))["orders/0"]
     ...     owner.check("orders/0")     # raises Fenced once another session took over
     ...     owner.renew()               # call at least every ttl/3

@@ -38,6 +38,10 @@ class Topic:
     >>> [r.value for r in reader.read()]                       # doctest: +SKIP
     [b'hello']
 
+    Its handles (:meth:`producer`, :meth:`consumer`, :meth:`reader`) are entered,
+    ``with topic.producer() as p``, and closed when the block ends, or taken as
+    ``p = topic.producer()`` and closed with ``p.close()``.
+
     ``partitions=None`` opens an existing topic (and raises :class:`~fencing.UnknownTopic`
     if there is none). ``producer_state_ttl`` (seconds, default: the client's
     ``FENCING_PRODUCER_STATE_TTL``, 7 days) is how long after its last write an idempotent
@@ -163,6 +167,7 @@ class Topic:
 
     # -- handles -----------------------------------------------------------------------------
 
+    @runtime.opening
     def producer(
         self,
         access_mode: AccessMode = AccessMode.SHARED,
@@ -215,6 +220,7 @@ class Topic:
         )
         return producer.open()
 
+    @runtime.opening
     def consumer(
         self,
         group: str,
@@ -256,6 +262,7 @@ class Topic:
             acks=acks,
         )
 
+    @runtime.opening
     def reader(self, partition: int, start_offset: StartOffset = "earliest") -> Reader:
         """A reader of one partition from ``start_offset`` (an int, "earliest" or "latest").
 

@@ -9,7 +9,7 @@ drift. Errors, records, states and modes are the very same classes as in :mod:`f
 >>> async def main() -> None:
 ...     async with fencing.aio.Client.from_url("redis://localhost:6379/0") as client:
 ...         topic = client.topic("orders", partitions=4)
-...         async with await topic.producer() as producer:
+...         async with topic.producer() as producer:
 ...             md = await producer.send(b"hello", key=b"user-1")
 ...         reader = await topic.reader(md.partition, md.offset)
 ...         records = await reader.read()
@@ -19,8 +19,10 @@ Differences that asyncio imposes, and only those:
 - handles open on their first awaited call, or with ``await x.open()``; a property that
   needs an open handle (``topic.partitions``, ``producer.producer_id``, ``producer.state``)
   raises :class:`~fencing.InvalidArgument` before that, where the sync flavour opens it;
-- ``topic.producer()``, ``topic.consumer()`` and ``topic.reader()`` are awaited:
-  ``async with await topic.producer() as producer``;
+- a handle's factory (``topic.producer()``, ``topic.consumer()``, ``topic.reader()``,
+  ``client.ownership()``, ``election.campaign()``) is entered, ``async with topic.producer()
+  as producer`` (closed, or resigned, when the block ends), or awaited, ``producer = await
+  topic.producer()`` (then ``await producer.close()``, or ``await leadership.resign()``);
 - ``on_elected`` / ``on_revoked`` may be coroutine functions; ``leadership.lost`` is an
   ``asyncio.Event`` whose ``wait(timeout)`` is awaited;
 - a cancelled ``send`` either happened or did not: the producer keeps the batch pending, as

@@ -111,7 +111,7 @@ def memory_client_async(
 
     >>> client = memory_client_async()
     >>> async def main() -> None:
-    ...     async with await client.topic("orders", partitions=1).producer() as producer:
+    ...     async with client.topic("orders", partitions=1).producer() as producer:
     ...         assert (await producer.send(b"hello")).offset == 0
     """
     fake = _load_fake()

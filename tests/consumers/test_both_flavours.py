@@ -16,7 +16,7 @@ from ..support.flavours import Api
 
 async def test_reader_seeks_blocks_and_tails(api: Api) -> None:
     topic = api.client().topic("t", partitions=1)
-    async with await topic.producer() as producer:
+    async with topic.producer() as producer:
         await producer.send_batch([b"a", b"b", b"c"], partition=0)
         reader = await topic.reader(0, 1)
         assert [(r.offset, r.value) for r in await reader.read()] == [(1, b"b"), (2, b"c")]
@@ -64,7 +64,7 @@ async def test_a_topic_opened_without_partitions_must_exist(api: Api) -> None:
 async def test_a_superseded_consumer_commits_nothing(api: Api) -> None:
     client = api.client()
     topic = client.topic("t", partitions=1)
-    async with await topic.producer() as producer:
+    async with topic.producer() as producer:
         await producer.send_batch([b"a", b"b", b"c"], partition=0)
     first = await topic.consumer("billing", "m1", [0])
     assert [r.value for r in await first.poll()] == [b"a", b"b", b"c"]

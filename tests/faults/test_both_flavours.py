@@ -28,7 +28,7 @@ from ..support.wire import APPEND, COMMIT
 async def test_a_lost_reply_is_resent_and_lands_once(api: Api, proxy: Proxy) -> None:
     client = api.client(proxy.url_for(api.url))
     topic = client.topic("t", partitions=1)
-    async with await topic.producer(lease_ttl=2.0) as producer:
+    async with topic.producer(lease_ttl=2.0) as producer:
         await producer.send(b"v0")
         rule = proxy.drop_replies(APPEND, count=1)
         md = await producer.send(b"v1")
@@ -49,9 +49,9 @@ async def test_a_commit_whose_reply_was_lost_is_resent_without_state_lost(
     of a commit whose reply was lost finds its own offset there, which is no loss."""
     client = api.client(proxy.url_for(api.url))
     topic = client.topic("t", partitions=1)
-    async with await topic.producer() as producer:
+    async with topic.producer() as producer:
         await producer.send_batch([b"v%d" % i for i in range(6)], partition=0)
-    async with await topic.consumer("g", "m", [0]) as consumer:
+    async with topic.consumer("g", "m", [0]) as consumer:
         assert len(await consumer.poll(max_records=2)) == 2
         assert await consumer.commit() == {0: 2}
         assert len(await consumer.poll(max_records=2)) == 2
@@ -66,7 +66,7 @@ async def test_a_commit_whose_reply_was_lost_is_resent_without_state_lost(
 async def test_an_unknown_outcome_is_resolved_before_the_next_send(api: Api, proxy: Proxy) -> None:
     client = api.client(proxy.url_for(api.url))
     topic = client.topic("t", partitions=1)
-    async with await topic.producer(AccessMode.EXCLUSIVE, lease_ttl=1.0) as producer:
+    async with topic.producer(AccessMode.EXCLUSIVE, lease_ttl=1.0) as producer:
         rule = proxy.drop_replies(APPEND, count=None)
         with pytest.raises(fencing.OutcomeUnknown):
             await producer.send(b"maybe")
@@ -154,7 +154,7 @@ async def test_a_paused_or_killed_writer_is_taken_over_and_never_writes_again(
         stopped_at = time.monotonic()
         topic = api.client().topic("t", partitions=1)
         ours: list[Attempt] = []
-        async with await topic.producer(
+        async with topic.producer(
             AccessMode.WAIT_FOR_EXCLUSIVE, lease_ttl=1.0, wait_timeout=10
         ) as producer:
             assert time.monotonic() - stopped_at < 5

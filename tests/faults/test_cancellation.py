@@ -33,7 +33,7 @@ async def test_cancelled_sends_land_once_or_never_and_the_log_holds(aio_api: Api
     topic = client.topic("t", partitions=2)
     attempts: list[Attempt] = []
     cancelled = 0
-    async with await topic.producer(AccessMode.EXCLUSIVE, lease_ttl=2.0) as producer:
+    async with topic.producer(AccessMode.EXCLUSIVE, lease_ttl=2.0) as producer:
         for i in range(200):
             value, partition = f"v{i}".encode(), i % 2
             task = asyncio.ensure_future(producer.send(value, partition=partition))
@@ -81,7 +81,7 @@ async def test_cancelled_waiting_opens_and_claims_leave_nothing_held(aio_api: Ap
     await holder.close()
     await owner.close()
     # Nothing left queued or held by a cancelled waiter: exclusive at once, claimed at once.
-    async with await topic.producer(AccessMode.EXCLUSIVE, lease_ttl=5.0) as alone:
+    async with topic.producer(AccessMode.EXCLUSIVE, lease_ttl=5.0) as alone:
         assert (await alone.send(b"x", partition=0)).offset == 0
     check = client.ownership("g", "check", ttl=5.0)
     assert (await check.claim("busy"))["busy"].generation >= 1
@@ -114,10 +114,10 @@ async def test_cancelled_poll_over_two_partitions_skips_no_record(aio_api: Api) 
     poll returns every record the cancelled one did not (and a default commit skips none)."""
     client = aio_api.client()
     topic = client.topic("t", partitions=2)
-    async with await topic.producer() as producer:
+    async with topic.producer() as producer:
         for p in (0, 1):
             await producer.send_batch([b"a", b"b", b"c"], partition=p)
-    async with await topic.consumer("g", "m", partitions=[0, 1], start="earliest") as consumer:
+    async with topic.consumer("g", "m", partitions=[0, 1], start="earliest") as consumer:
         task = asyncio.ensure_future(consumer.poll(max_records=100))
         # Partition 0 is read first; its position moves as soon as its records are in,
         # while the task already waits on partition 1's read.
@@ -141,10 +141,10 @@ async def test_cancelled_blocking_poll_skips_no_record(aio_api: Api) -> None:
     client = aio_api.client()
     topic = client.topic("t", partitions=1)
     await topic.open()
-    async with await topic.consumer("g", "m", partitions=[0], start="earliest") as consumer:
+    async with topic.consumer("g", "m", partitions=[0], start="earliest") as consumer:
         task = asyncio.ensure_future(consumer.poll(max_records=100, block_ms=5000))
         await asyncio.sleep(0.2)  # the poll now blocks on the empty partition
-        async with await topic.producer() as producer:
+        async with topic.producer() as producer:
             await producer.send_batch([b"a", b"b"], partition=0)
         await wait_until_async(
             lambda: consumer.position(0) == 2 or task.done(), timeout=5.0, interval=0

@@ -26,7 +26,7 @@ async def read_all(topic: object, partition: int) -> list[tuple[int | None, byte
 
 async def test_sends_land_at_contiguous_offsets_and_read_back_exactly(api: Api) -> None:
     topic = api.client().topic("orders", partitions=2)
-    async with await topic.producer() as producer:
+    async with topic.producer() as producer:
         first = await producer.send(b"a", partition=0)
         batch = await producer.send_batch([b"b", fencing.Record(b"c", b"k")], partition=0)
         other = await producer.send(b"x", partition=1, expected_offset=0)
@@ -39,7 +39,7 @@ async def test_sends_land_at_contiguous_offsets_and_read_back_exactly(api: Api) 
 
 async def test_expected_offset_mismatch_carries_the_real_next_offset(api: Api) -> None:
     topic = api.client().topic("t", partitions=1)
-    async with await topic.producer() as producer:
+    async with topic.producer() as producer:
         await producer.send(b"a")
         with pytest.raises(fencing.OffsetMismatch) as err:
             await producer.send(b"b", expected_offset=5)
@@ -75,7 +75,7 @@ async def test_wait_for_exclusive_queues_in_order_and_each_writes_alone(api: Api
     order: list[int] = []
 
     async def writer(i: int) -> None:
-        async with await topic.producer(AccessMode.WAIT_FOR_EXCLUSIVE, lease_ttl=2) as p:
+        async with topic.producer(AccessMode.WAIT_FOR_EXCLUSIVE, lease_ttl=2) as p:
             order.append(i)
             for j in range(3):
                 await p.send(f"{i}-{j}".encode(), expected_offset=len(order) * 3 - 3 + j)
@@ -92,10 +92,10 @@ async def test_wait_for_exclusive_queues_in_order_and_each_writes_alone(api: Api
 
 async def test_idempotent_resend_after_resume_is_deduplicated(api: Api) -> None:
     topic = api.client().topic("t", partitions=1)
-    async with await topic.producer(name="ingest") as first:
+    async with topic.producer(name="ingest") as first:
         await first.send(b"a")
         state = first.state
-    async with await topic.producer(resume=state) as again:
+    async with topic.producer(resume=state) as again:
         md = await again.send(b"b")
     assert md.offset == 1
     assert await read_all(topic, 0) == [(0, b"a"), (1, b"b")]
@@ -118,7 +118,7 @@ async def test_a_named_incarnation_fences_the_older_one(api: Api) -> None:
 async def test_bad_input_is_refused_before_any_write(api: Api) -> None:
     client = api.client()
     topic = client.topic("t", partitions=2)
-    async with await topic.producer() as producer:
+    async with topic.producer() as producer:
         with pytest.raises(fencing.InvalidArgumentType):
             await producer.send(123)
         with pytest.raises(fencing.InvalidArgument):
@@ -158,7 +158,7 @@ async def test_records_land_on_the_server_the_client_was_given(api: Api) -> None
     # Read straight from the server (not through the library, which would follow the same
     # wrong address): a clone that lost the host and port would write to localhost:6379.
     topic = api.client().topic("where", partitions=1)
-    async with await topic.producer() as producer:
+    async with topic.producer() as producer:
         await producer.send(b"here")
     key = f"{api.namespace}:{{where/0}}:log"
     scheme, rest = api.url.split("://", 1)
@@ -185,7 +185,7 @@ async def test_an_idle_producer_whose_state_expired_goes_on_as_one_fresh_pid(api
         if scheme.endswith("+cluster")
         else redis.Redis.from_url(api.url)
     )
-    async with await topic.producer() as producer:
+    async with topic.producer() as producer:
         for p in range(3):
             await producer.send_batch([b"before-%d-0" % p, b"before-%d-1" % p], partition=p)
         old = producer.producer_id

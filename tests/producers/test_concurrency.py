@@ -53,7 +53,7 @@ async def test_shared_producers_of_many_tasks_lose_and_double_nothing(api: Api) 
     sent: dict[bytes, tuple[int, int]] = {}
 
     async def writer(w: int) -> None:
-        async with await topic.producer() as producer:
+        async with topic.producer() as producer:
             for i in range(25):
                 value = f"{w}-{i}".encode()
                 md = await producer.send(value, partition=(w + i) % 4)
@@ -81,7 +81,7 @@ async def test_more_calls_in_flight_than_connections_wait_for_one(api: Api) -> N
     await topic.open()
 
     async def writer(w: int) -> list[int]:
-        async with await topic.producer() as producer:
+        async with topic.producer() as producer:
             return [(await producer.send(b"x", partition=w % 4)).offset for _ in range(10)]
 
     results = await asyncio.wait_for(asyncio.gather(*(writer(w) for w in range(40))), 60)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+from collections.abc import Generator
 from typing import Any
 
 import fencing
@@ -85,15 +86,24 @@ class _ThreadIter:
             await asyncio.to_thread(close)
 
 
-class _ThreadCM:
-    def __init__(self, cm: Any) -> None:
-        self._cm = cm
+class _ThreadOpening:
+    """What a sync handle factory returns, as ``fencing.aio`` shows it (an ``Opening``):
+    awaited, it is the handle; entered, the handle is entered, and left after the block."""
+
+    def __init__(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._call = (fn, args, kwargs)
+        self._handle: Any = None
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        fn, args, kwargs = self._call
+        return _on_thread(fn, *args, **kwargs).__await__()
 
     async def __aenter__(self) -> Any:
-        return wrap(await asyncio.to_thread(self._cm.__enter__))
+        self._handle = await self
+        return await self._handle.__aenter__()
 
     async def __aexit__(self, *exc: Any) -> Any:
-        return await asyncio.to_thread(self._cm.__exit__, *exc)
+        return await self._handle.__aexit__(*exc)
 
 
 class Sync:
@@ -113,8 +123,8 @@ class Sync:
         if inspect.isasyncgenfunction(twin):
             return lambda *a, **k: _ThreadIter(value(*a, **k))
         wrapped = getattr(twin, "__wrapped__", None)
-        if wrapped is not None and inspect.isasyncgenfunction(wrapped):  # asynccontextmanager
-            return lambda *a, **k: _ThreadCM(value(*a, **k))
+        if wrapped is not None and inspect.iscoroutinefunction(wrapped):  # a handle factory
+            return lambda *a, **k: _ThreadOpening(value, a, k)
         if callable(value) and inspect.ismethod(value):
             return lambda *a, **k: wrap(value(*map(unwrap, a), **_unwrap_all(k)))
         return wrap(value)
@@ -130,6 +140,13 @@ class Sync:
 
     def __aiter__(self) -> _ThreadIter:
         return _ThreadIter(self._obj)
+
+    def __await__(self) -> Generator[Any, None, Sync]:
+        """A handle awaitable in ``fencing.aio`` (made with no I/O) is itself, awaited."""
+        if not hasattr(self._twin, "__await__"):
+            raise TypeError(f"a {self._twin.__name__} cannot be awaited in fencing.aio either")
+        yield from ()
+        return self
 
     def __repr__(self) -> str:
         return f"Sync({self._obj!r})"

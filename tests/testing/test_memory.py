@@ -192,7 +192,7 @@ pytestmark = pytest.mark.anyio
 
 async def test_async_producer(fencing_async_client):
     topic = fencing_async_client.topic("orders", partitions=1)
-    async with await topic.producer(fencing.AccessMode.EXCLUSIVE) as producer:
+    async with topic.producer(fencing.AccessMode.EXCLUSIVE) as producer:
         assert (await producer.send(b"a")).offset == 0
         with pytest.raises(fencing.ProducerBusy):
             await topic.producer(fencing.AccessMode.EXCLUSIVE)

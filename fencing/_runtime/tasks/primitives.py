@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
+import sys
 from asyncio import InvalidStateError
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, ParamSpec, Protocol, Self, TypeVar
 
 from ...errors import InvalidArgument
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 #: What a coroutine function of the async source returns (``Later[Grant]``): a coroutine
 #: here, the value itself in the sync code.
@@ -28,6 +31,92 @@ Event = asyncio.Event
 #: What ``send_async`` returns: an ``asyncio.Future`` here, a ``concurrent.futures.Future``
 #: in the sync flavour.
 Future = asyncio.Future
+
+
+class Handle(Protocol):
+    """What a handle factory opens: an async context manager that enters as itself."""
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+
+H = TypeVar("H", bound=Handle)
+
+
+class Opening(Coroutine[Any, Any, H]):
+    """A handle being opened: await it (``h = await topic.producer()``, then
+    ``await h.close()``) or enter it (``async with topic.producer() as h``), as aiohttp's
+    ``session.get(url)``. Entering it is ``async with await topic.producer() as h``: the
+    handle is opened, then entered, and left (closed) when the block ends, whatever ends it.
+    The threads twin of :func:`opening` returns the handle itself.
+
+    A coroutine too (``send``, ``throw``, ``close``), so ``asyncio.create_task`` takes it.
+    Awaited or entered once; one never awaited warns as a coroutine never awaited does."""
+
+    __slots__ = ("_coro", "_handle")
+
+    def __init__(self, coro: Coroutine[Any, Any, H]) -> None:
+        self._coro = coro
+        self._handle: H | None = None
+
+    def send(self, value: Any) -> Any:
+        return self._coro.send(value)
+
+    def throw(self, *exc: Any) -> Any:
+        return self._coro.throw(*exc)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __await__(self) -> Generator[Any, None, H]:
+        return self._coro.__await__()
+
+    async def __aenter__(self) -> H:
+        handle = await self._coro
+        try:
+            entered = await handle.__aenter__()
+        except BaseException:
+            # Not entered (a closed handle refused, or cancelled on the way in): never
+            # left held.
+            await handle.__aexit__(*sys.exc_info())
+            raise
+        self._handle = entered
+        return entered
+
+    async def __aexit__(self, *exc: object) -> None:
+        handle = self._handle
+        assert handle is not None, "left without being entered"
+        self._handle = None
+        await handle.__aexit__(*exc)
+
+    def __repr__(self) -> str:
+        name = getattr(self._coro, "__qualname__", "a handle")
+        return f"<fencing opening of {name}>"
+
+
+def opening(fn: Callable[P, Coroutine[Any, Any, H]]) -> Callable[P, Opening[H]]:
+    """Make a coroutine function that opens a handle return an :class:`Opening` of it, to
+    be awaited or entered (``async with topic.producer() as p``). Its threads twin is the
+    identity: a sync factory returns the handle, which ``with`` enters."""
+
+    @functools.wraps(fn)
+    def opener(*args: P.args, **kwargs: P.kwargs) -> Opening[H]:
+        return Opening(fn(*args, **kwargs))
+
+    return opener
+
+
+class Ready:
+    """A handle whose factory does no I/O, awaitable as the ones that open with I/O are:
+    ``owner = await client.ownership(...)`` is ``client.ownership(...)`` (the threads twin
+    is an empty class)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, Self]:
+        yield from ()
+        return self
 
 
 def io_lock() -> asyncio.Lock:

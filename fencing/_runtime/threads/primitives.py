@@ -13,9 +13,11 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import InvalidStateError
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 T = TypeVar("T")
+P = ParamSpec("P")
+H = TypeVar("H")
 
 #: What a coroutine function of the async source returns, as the sync code sees it: the
 #: value itself (``Later[Grant]`` is ``Grant`` here, a coroutine of it under asyncio).
@@ -29,6 +31,18 @@ Event = threading.Event
 #: What ``send_async`` returns: a ``concurrent.futures.Future`` here, an ``asyncio.Future``
 #: under asyncio.
 Future = concurrent.futures.Future
+
+
+def opening(fn: Callable[P, H]) -> Callable[P, H]:
+    """A factory that opens a handle returns the handle, which ``with`` enters (the asyncio
+    twin returns an ``Opening``, to be awaited or entered)."""
+    return fn
+
+
+class Ready:
+    """Nothing here (under asyncio, a handle that can be awaited as itself)."""
+
+    __slots__ = ()
 
 
 def io_lock() -> threading.Lock:
