@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import signal
 import threading
 import time
 from typing import Any
@@ -33,7 +34,6 @@ from ..support.group_commit import (
     check_ledger,
     check_records,
     interrupt,
-    sending_thread,
     stacks,
 )
 from ..support.logs import records_of, verified
@@ -57,6 +57,10 @@ class Calls:
 
     def __init__(self) -> None:
         self.unknown: list[tuple[Any, ...]] = []
+        #: The thread inside an append call now (threads), if any: the one whose interrupt
+        #: could reach other callers. (Not sys._current_frames(): polled in a loop, it can
+        #: deadlock CPython 3.11 against the collector.)
+        self.in_call: int | None = None
 
     def record(self, call: Any, error: BaseException) -> None:
         if call.script.name == "append" and isinstance(error, fencing.OutcomeUnknown):
@@ -83,11 +87,14 @@ class Calls:
         original = calls.execute
 
         def execute(call: Any, durability: Any = None) -> Any:
+            self.in_call = threading.get_ident()
             try:
                 return original(call, durability)
             except BaseException as exc:
                 self.record(call, exc)
                 raise
+            finally:
+                self.in_call = None
 
         calls.execute = execute
 
@@ -186,6 +193,9 @@ async def test_cancelled_tasks_and_lost_replies_fail_only_the_calls_that_lost_th
 
 
 INTERRUPTED = KeyboardInterrupt()
+#: Worker threads beside a main thread hit by Ctrl-C (few: the main thread must often be
+#: the one sending the queue).
+WORKERS = 3
 #: Sends each thread makes one after the other (a victim stops at its interrupt).
 SENDS_PER_THREAD = 10
 #: Interrupts land within this many seconds of a round's start (a round takes longer).
@@ -243,12 +253,12 @@ def interrupted_rounds(
             time.sleep(rng.uniform(0, THREAD_SPREAD / VICTIMS))  # a random point, not a wait
             # Half the time the thread sending the queue now (its interrupt is the one that
             # could reach the others), else any thread still sending.
-            leading = sending_thread([threads[t] for t in range(CALLERS) if t not in victims])
             ident = {th.ident: t for t, th in enumerate(threads)}
             left = [t for t in range(CALLERS) if t not in victims and t not in round_.finished]
             if not left:
                 break
-            t = ident[leading] if leading is not None and rng.random() < 0.5 else rng.choice(left)
+            leading = ident.get(calls.in_call)
+            t = leading if leading in left and rng.random() < 0.5 else rng.choice(left)
             victims.append(t)
             interrupt(threads[t])
         deadline = time.monotonic() + 30
@@ -306,4 +316,86 @@ def test_interrupted_threads_and_lost_replies_fail_only_the_calls_that_lost_them
             ledger.acked(b"last", producer.send(b"last"))
             assert producer._queues[0].standing.pending is None  # type: ignore[attr-defined]
         check_records(records_of(topic), ledger)
+    verified(server.url, namespace, "t", ledger.attempts, note=f"seed {SEED}-{seed}")
+
+
+@pytest.mark.usefixtures("restore_sigint")
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="SIGINT")
+@pytest.mark.parametrize("seed", SEEDS)
+def test_ctrl_c_in_the_main_thread_never_fails_the_sends_of_worker_threads(
+    client: fencing.Client, server: Any, namespace: str, seed: int
+) -> None:
+    """Ctrl-C for real: SIGINT delivered to the process while its main thread sends beside
+    worker threads (Python's default handler raises KeyboardInterrupt in the main
+    thread, wherever it is: queued, sending the queue, being answered). The main thread's
+    sends are the only ones interrupted; every worker send gets its metadata."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    rng = random.Random(f"{SEED}-{seed}")
+    topic = client.topic("t", partitions=1)
+    ledger, calls = Ledger(), Calls()
+    told: dict[bytes, object] = {}
+    stop = threading.Event()
+    main = threading.main_thread()
+
+    def ctrl_c(delay: float, while_sending: bool) -> None:
+        """SIGINT after ``delay`` seconds, or (``while_sending``) as soon as the main thread
+        is inside a call (when its interrupt could reach the others), within 50 ms."""
+        deadline = time.monotonic() + (0.05 if while_sending else delay)
+        while time.monotonic() < deadline:
+            if while_sending and calls.in_call == main.ident:
+                break
+            time.sleep(0.0001)  # (lets the main thread run: a poll, not a wait)
+        signal.pthread_kill(main.ident or 0, signal.SIGINT)
+
+    with topic.producer(AccessMode.EXCLUSIVE) as producer:
+        calls.watch_threads(producer)
+
+        def worker(w: int) -> None:
+            n = 0
+            while not stop.is_set():
+                value = b"w%d-%d" % (w, n)
+                try:
+                    told[value] = producer.send(value)
+                except fencing.FencingError as exc:
+                    told[value] = exc
+                n += 1
+                time.sleep(0.0005)  # pacing, so the main thread often finds the partition free
+
+        workers = [threading.Thread(target=worker, args=(w,), daemon=True) for w in range(WORKERS)]
+        for thread in workers:
+            thread.start()
+        main_values: set[bytes] = set()
+        interrupted = 0
+        for n in range(300):
+            value = b"main-%d" % n
+            main_values.add(value)
+            timer = None
+            try:
+                try:
+                    if n % 10 == 5:  # Ctrl-C lands somewhere in this send, or just after it
+                        timer = threading.Thread(
+                            target=ctrl_c, args=(rng.uniform(0, 0.002), rng.random() < 0.7)
+                        )
+                        timer.start()
+                    told[value] = producer.send(value)
+                except KeyboardInterrupt:
+                    told.setdefault(value, INTERRUPTED)
+                    interrupted += 1
+                    timer = None
+                if timer is not None:
+                    timer.join(10)  # its signal lands here at the latest
+                    for _ in range(1000):
+                        pass  # (the handler runs between two bytecodes)
+            except KeyboardInterrupt:  # landed after the answer: the answer stands
+                interrupted += 1
+        stop.set()
+        for thread in workers:
+            thread.join(20)
+        assert not [t for t in workers if t.is_alive()], stacks()
+        judge(ledger, calls, told, main_values, f"{SEED}")
+        ledger.acked(b"last", producer.send(b"last"))
+        assert producer._queues[0].standing.pending is None  # type: ignore[attr-defined]
+    assert interrupted == 30
+    assert calls.unknown == []
+    check_records(records_of(topic), ledger)
     verified(server.url, namespace, "t", ledger.attempts, note=f"seed {SEED}-{seed}")
