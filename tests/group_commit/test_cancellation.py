@@ -16,6 +16,7 @@ import fencing
 import fencing._group_commit
 import fencing.aio
 from fencing import AccessMode
+from fencing.faults import Proxy
 from fencing.verify import Attempt, verify_log
 
 from ..support.flavours import Api, unwrap
@@ -248,3 +249,82 @@ async def test_a_cancelled_task_whose_wake_up_came_passes_the_lead_on(
         assert md.offset == 1
         log = await log_of_async(topic, 0)
         assert list(log.values()) == [b"warm", b"second"]
+
+
+async def test_a_drive_cancelled_before_it_ran_never_keeps_the_partition(aio_api: Api) -> None:
+    """A service's shutdown cancels every task (as ``asyncio.run`` does at its end): here a
+    send that had just started the partition's drive, and the drive itself before its
+    first step. The send is cancelled, close() returns, the partition is free, and the
+    cancelled record was never sent."""
+    client = aio_api.client()
+    topic = client.topic("t", partitions=1)
+    producer = await topic.producer()
+    await producer.send(b"warm", partition=0)
+    queue = unwrap(producer)._queues[0]
+    send = asyncio.ensure_future(producer.send(b"v", partition=0))
+    await asyncio.sleep(0)  # the send runs: it starts the drive
+    drive = queue._drive_task
+    assert drive is not None
+    send.cancel()
+    drive.cancel()
+    await asyncio.gather(send, return_exceptions=True)
+    await bounded(producer.close(), 5)
+    assert not queue.lock.locked()
+    assert [r.value for r in await records_of_async(topic)] == [b"warm"]
+
+
+async def test_a_cancelled_flush_never_turns_the_callers_it_carried_into_refusals(
+    server: Any, namespace: str, proxy: Proxy
+) -> None:
+    """flush() sends in its caller's own task. Two send() callers queue behind a
+    send_async() record; flush() takes all three in one call, which lands; the flush is
+    cancelled (a timeout around it) as the reply comes back, and the network goes away, so
+    the next call cannot resolve the batch. The send() callers are told OutcomeUnknown,
+    never a refusal (their records are in the log); the next send settles the batch."""
+    client = fencing.aio.Client.from_url(proxy.url_for(server.url), namespace=namespace)
+    topic = client.topic("t", partitions=1)
+    producer = await topic.producer(linger_ms=60_000, batch_size=10**9)
+    await producer.send(b"warm", partition=0)
+    queue = producer._queues[0]
+    calls = producer._calls
+    original = calls.execute
+    flushing: list[asyncio.Task[Any]] = []
+
+    async def execute(call: Any, durability: Any = None) -> Any:
+        result = await original(call, durability)
+        if call.script.name == "append" and len(call.args) > 7 and flushing:
+            flushing[0].cancel()
+            proxy.refuse_connections(None)
+            proxy.sever()
+            calls.execute = original
+            await asyncio.sleep(0)  # the cancellation lands here, the batch in the log
+        return result
+
+    calls.execute = execute
+    await queue.lock.acquire()
+    future = await producer.send_async(b"f", partition=0)
+    sends = {v: asyncio.ensure_future(producer.send(v, partition=0)) for v in (b"b", b"c")}
+    await wait_until_async(lambda: len(queue.queue) == 3)
+    flushing.append(asyncio.ensure_future(producer.flush()))
+    await asyncio.sleep(0)
+    queue.lock.release()
+    queue.wake_head()
+    await asyncio.gather(flushing[0], return_exceptions=True)
+    told = await bounded(asyncio.gather(*sends.values(), return_exceptions=True), 60)
+    assert all(isinstance(a, fencing.OutcomeUnknown) for a in told), told
+    (future_told,) = await asyncio.gather(future, return_exceptions=True)
+    assert isinstance(future_told, fencing.OutcomeUnknown), future_told
+    proxy.clear()
+    await producer.send(b"after", partition=0)
+    assert [md.offset for md in (producer.last_resolution or (0, []))[1] or []] == [1, 2, 3]
+    await producer.close()
+    await client.close()
+    reader = fencing.aio.Client.from_url(server.url, namespace=namespace)
+    assert [r.value for r in await records_of_async(reader.topic("t"))] == [
+        b"warm",
+        b"f",
+        b"b",
+        b"c",
+        b"after",
+    ]
+    await reader.close()

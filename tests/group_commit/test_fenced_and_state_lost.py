@@ -25,13 +25,14 @@ from ..support.flavours import Api
 from ..support.group_commit import (
     Answers,
     Ledger,
+    QueuedGroup,
     bounded,
     check_answers,
     check_ledger,
     result_of,
     run_threads,
 )
-from ..support.logs import log_of_async, records_of_async, verified
+from ..support.logs import log_of_async, records_of, records_of_async, verified
 from ..support.polling import wait_until_async
 
 
@@ -476,3 +477,40 @@ def test_flushall_mid_stream_fails_every_queued_record_and_writes_nothing(
         assert raw.dbsize() == 0 or not [k for k in raw.keys("*") if k.endswith(b":log")]
     finally:
         producer.close()
+
+
+def test_callers_carried_by_an_interrupted_call_are_never_told_fenced_when_their_records_landed(
+    client: fencing.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader's call lands; meanwhile a successor takes the partition
+    (EXCLUSIVE_WITH_FENCING) and the lease keeper's renewal finds this producer fenced;
+    then the leader is interrupted (Ctrl-C) as it reads the reply. The callers it carried
+    wrote before the successor: they are told OutcomeUnknown (their batch cannot be
+    resolved by a fenced producer), never ProducerFenced, which says "not written"."""
+    topic = client.topic("t", partitions=1)
+    producer = topic.producer(access_mode=AccessMode.EXCLUSIVE_WITH_FENCING)
+    producer.send(b"warm", partition=0)
+    calls = producer._calls  # type: ignore[attr-defined]
+    original = calls.execute
+    successors: list[fencing.Producer] = []
+
+    def execute(call: Any, durability: Any = None) -> Any:
+        result = original(call, durability)
+        if call.script.name == "append" and not successors and len(call.args) > 7:
+            successors.append(topic.producer(access_mode=AccessMode.EXCLUSIVE_WITH_FENCING))
+            producer._renew_all()  # type: ignore[attr-defined]  # the keeper's turn: fenced
+            raise KeyboardInterrupt
+        return result
+
+    monkeypatch.setattr(calls, "execute", execute)
+    group = QueuedGroup(producer, [b"a", b"b", b"c"])
+    group.let_go()
+    group.join()
+    assert successors and producer.fenced
+    successors[0].send(b"successor", partition=0)
+    successors[0].close()
+    producer.close()
+    assert [r.value for r in records_of(topic)] == [b"warm", b"a", b"b", b"c", b"successor"]
+    assert len(group.told(KeyboardInterrupt)) == 1, group.answers
+    assert len(group.told(fencing.OutcomeUnknown)) == 2, group.answers
+    assert group.told(fencing.ProducerFenced) == []

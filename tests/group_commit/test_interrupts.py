@@ -26,11 +26,16 @@ import fencing._group_commit
 import fencing.aio
 from fencing import _group_commit as group_commit
 from fencing._runtime.threads import primitives as threads
+from fencing._sync import partition_queue
 from fencing._sync import producer as sync_producer
+from fencing._sync.metadata import TopicMetadata
+from fencing._sync.outcomes import Outcomes
+from fencing.faults import Proxy
 
 from ..support.group_commit import (
     Answers,
     Gate,
+    QueuedGroup,
     interrupt,
     run_threads,
     sender,
@@ -38,7 +43,7 @@ from ..support.group_commit import (
     stacks,
     start_all,
 )
-from ..support.logs import log_of, values_of
+from ..support.logs import log_of, read_values, records_of, values_of
 from ..support.polling import wait_until
 
 
@@ -652,3 +657,154 @@ _REENTRANT_CHILD = textwrap.dedent(
     print("cancelled", sum(f.cancelled() for f in pending), flush=True)
     """
 )
+
+
+# -- an interrupted caller's call: the callers it carried -------------------------------------
+
+
+def interrupt_once_landed(
+    producer: Any, monkeypatch: pytest.MonkeyPatch, then: Callable[[], None] | None = None
+) -> None:
+    """The first append carrying more than one record lands, then its sender is
+    interrupted as it reads the reply (``then()`` runs first): the batch stays pending."""
+    calls = producer._calls
+    original = calls.execute
+    hit: list[int] = []
+
+    def execute(call: Any, durability: Any = None) -> Any:
+        result = original(call, durability)
+        if call.script.name == "append" and not hit and len(call.args) > 7:
+            hit.append(1)
+            if then is not None:
+                then()
+            raise KeyboardInterrupt
+        return result
+
+    monkeypatch.setattr(calls, "execute", execute)
+
+
+def test_an_interrupt_as_a_carried_batch_is_resolved_never_sends_its_records_again(
+    client: fencing.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader's call lands and it is interrupted; the next caller resolves the batch
+    (it landed) and is interrupted just after the resolution came back, before it answered
+    the third caller. The third caller is told the offset its record landed at, and the
+    record is in the log once (it is never sent again as a new record)."""
+    topic = client.topic("t", partitions=1)
+    producer = topic.producer()
+    producer.send(b"warm", partition=0)
+    interrupt_once_landed(producer, monkeypatch)
+    original = Outcomes.resolve
+    resolved: list[Any] = []
+
+    def resolve(self: Any, standing: Any) -> Any:
+        result = original(self, standing)
+        if not resolved:
+            resolved.append(result)
+            raise KeyboardInterrupt  # Ctrl-C right after the resolution came back
+        return result
+
+    monkeypatch.setattr(Outcomes, "resolve", resolve)
+    group = QueuedGroup(producer, [b"a", b"b", b"c"])
+    group.let_go()
+    group.join()
+    producer.close()
+    assert resolved and [md.offset for md in resolved[0]] == [1, 2, 3]
+    assert len(group.told(KeyboardInterrupt)) == 2, group.answers
+    (third,) = group.told(fencing.RecordMetadata)
+    assert [r.value for r in records_of(topic)] == [b"warm", b"a", b"b", b"c"]
+    assert group.answers[third].offset == 1 + group.values.index(third)
+
+
+def test_callers_carried_by_an_interrupted_call_are_never_told_a_refusal_when_it_cannot_be_resolved(
+    server: Any, namespace: str, proxy: Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader's call lands and it is interrupted as the network goes away; the next
+    caller's resolution of the batch cannot reach the server. The callers it carried are
+    told OutcomeUnknown (their records may have landed: here they did), never a refusal
+    (which would say nothing was written, and invite a resend that duplicates them)."""
+    with fencing.Client.from_url(proxy.url_for(server.url), namespace=namespace) as client:
+        topic = client.topic("t", partitions=1)
+        producer = topic.producer()
+        producer.send(b"warm", partition=0)
+
+        def network_gone() -> None:
+            proxy.refuse_connections(None)
+            proxy.sever()
+
+        interrupt_once_landed(producer, monkeypatch, then=network_gone)
+        group = QueuedGroup(producer, [b"a", b"b", b"c"])
+        group.let_go()
+        group.join(60)
+        proxy.clear()
+        assert len(group.told(KeyboardInterrupt)) == 1, group.answers
+        assert len(group.told(fencing.OutcomeUnknown)) == 2, group.answers
+        producer.send(b"after", partition=0)
+        assert producer.last_resolution is not None
+        assert [md.offset for md in producer.last_resolution[1] or []] == [1, 2, 3]
+        producer.close()
+    with fencing.Client.from_url(server.url, namespace=namespace) as reader:
+        assert read_values(reader, "t", 0) == [b"warm", b"a", b"b", b"c", b"after"]
+
+
+def test_an_interrupt_after_the_group_was_taken_sends_the_others_records(
+    client: fencing.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader is interrupted after it took the group off the queue, before the call
+    left (as its progress record is made, the first Python call there). Nothing was sent:
+    the others' records go back to the head of the queue and are sent, each caller gets
+    its offset."""
+    topic = client.topic("t", partitions=1)
+    producer = topic.producer()
+    producer.send(b"warm", partition=0)
+    real = partition_queue.Progress
+    hit: list[int] = []
+
+    def progress() -> Any:
+        if not hit:
+            hit.append(1)
+            raise KeyboardInterrupt
+        return real()
+
+    monkeypatch.setattr(partition_queue, "Progress", progress)
+    group = QueuedGroup(producer, [b"a", b"b", b"c"])
+    group.let_go()
+    group.join()
+    producer.close()
+    (interrupted,) = group.told(KeyboardInterrupt)
+    others = [v for v in group.values if v != interrupted]
+    assert group.told(fencing.RecordMetadata) == others, group.answers
+    assert [group.answers[v].offset for v in others] == [1, 2]
+    assert [r.value for r in records_of(topic)] == [b"warm", *others]
+
+
+def test_an_interrupt_as_a_landed_call_is_booked_counts_its_sequences_once(
+    client: fencing.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A send's call lands; its thread is interrupted as the producer books it (after the
+    sequences moved on, before the rest: at ``saw_next``). The record is in the log once,
+    and the producer goes on at the next sequence: later sends land."""
+    topic = client.topic("t", partitions=1)
+    producer = topic.producer()
+    producer.send(b"warm", partition=0)
+    original = TopicMetadata.saw_next
+    hit: list[int] = []
+
+    def saw_next(self: Any, p: int, end: int) -> Any:
+        if not hit and sys._getframe(1).f_code.co_name == "_send_group":
+            hit.append(1)
+            raise KeyboardInterrupt
+        return original(self, p, end)
+
+    monkeypatch.setattr(TopicMetadata, "saw_next", saw_next)
+    with pytest.raises(KeyboardInterrupt):
+        producer.send(b"interrupted", partition=0)
+    assert [producer.send(b"later%d" % i, partition=0).offset for i in range(3)] == [2, 3, 4]
+    producer.close()
+    assert [r.value for r in records_of(topic)] == [
+        b"warm",
+        b"interrupted",
+        b"later0",
+        b"later1",
+        b"later2",
+    ]

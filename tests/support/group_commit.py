@@ -44,6 +44,7 @@ __all__ = [
     "Gate",
     "Held",
     "Ledger",
+    "QueuedGroup",
     "bounded",
     "check_answers",
     "check_ledger",
@@ -220,6 +221,51 @@ def run_threads(targets: list[Callable[[], None]], timeout: float = 20.0) -> Non
     stuck = [w.name for w in workers if w.is_alive()]
     assert not stuck, f"{len(stuck)} caller(s) never returned: a lost wake-up"
     assert not errors, errors
+
+
+class QueuedGroup:
+    """Threads each sending one record, queued behind a held partition (a call in flight),
+    then let go together: one of them leads a call carrying every record.
+
+    >>> group = QueuedGroup(producer, [b"a", b"b", b"c"])    # doctest: +SKIP
+    >>> group.let_go(); group.join()
+    >>> group.answers[b"a"]          # its RecordMetadata, or what it raised
+    """
+
+    def __init__(self, producer: Any, values: list[bytes]) -> None:
+        self.values = values
+        self.answers: dict[bytes, Any] = {}
+        self._queue = producer._queues[0]
+
+        def send(value: bytes) -> None:
+            try:
+                self.answers[value] = producer.send(value, partition=0)
+            except BaseException as exc:  # an interrupt included
+                self.answers[value] = exc
+
+        self.threads = [threading.Thread(target=send, args=(v,), daemon=True) for v in values]
+        assert self._queue.lock.acquire(timeout=5)
+        for thread in self.threads:
+            thread.start()
+        deadline = time.monotonic() + 5
+        while len(self._queue.queue) < len(values):
+            assert time.monotonic() < deadline, stacks()
+            time.sleep(0.001)
+
+    def let_go(self) -> None:
+        """The call in flight ends: the first queued caller leads."""
+        self._queue.lock.release()
+        self._queue.wake_head()
+
+    def join(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        assert not [t for t in self.threads if t.is_alive()], stacks()
+
+    def told(self, kind: type[BaseException] | type[fencing.RecordMetadata]) -> list[bytes]:
+        """The values whose caller got an answer of ``kind``."""
+        return [v for v in self.values if isinstance(self.answers.get(v), kind)]
 
 
 def start_all(workers: list[threading.Thread], hung: str) -> None:
