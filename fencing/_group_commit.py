@@ -157,11 +157,21 @@ def encode_one(
     return Entry(1, layout, parts, size, expected_offset, event=event, future=future)
 
 
-def take_group(queue: deque[Entry], limits: Limits, claim: Callable[[Any], bool]) -> list[Entry]:
-    """Pop the next call's entries off the head of ``queue``: one entry with an
+def take_group(
+    queue: deque[Entry],
+    limits: Limits,
+    claim: Callable[[Any], bool],
+    *,
+    into: list[Entry] | None = None,
+) -> list[Entry]:
+    """Take the next call's entries off the head of ``queue``: one entry with an
     ``expected_offset``, or as many others as fit in ``limits``. Abandoned entries, and
-    futures cancelled before they were taken (``claim`` returns False), are dropped."""
-    group: list[Entry] = []
+    futures cancelled before they were taken (``claim`` returns False), are dropped.
+
+    Each entry is appended to the group (``into``, if given) before it leaves the queue:
+    an interrupt midway leaves every entry in one of them, at worst in both (and the
+    caller putting the group back skips what the queue still holds)."""
+    group: list[Entry] = [] if into is None else into
     count = size = 0
     while queue:
         entry = queue[0]
@@ -175,10 +185,11 @@ def take_group(queue: deque[Entry], limits: Limits, claim: Callable[[Any], bool]
             count + n > limits.max_batch_records or size + entry.size > limits.max_batch_bytes
         ):
             break
-        queue.popleft()
         if entry.future is not None and not claim(entry.future):
+            queue.popleft()
             continue  # cancelled just now: never sent
         group.append(entry)
+        queue.popleft()
         if entry.expected_offset is not None:
             break
         count += n

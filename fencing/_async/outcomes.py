@@ -46,14 +46,13 @@ Fence = Callable[[FencingError], runtime.Later[None]]
 class Progress:
     """How far one group's call got (what an interrupt must still answer)."""
 
-    __slots__ = ("appended", "batch", "counted", "failed", "sent_at", "sequenced")
+    __slots__ = ("appended", "batch", "failed", "sent_at", "sequenced")
 
     def __init__(self) -> None:
         self.batch: EncodedBatch | None = None
         self.sequenced: Sequenced | None = None
         self.sent_at: float | None = None
         self.appended: Appended | None = None
-        self.counted = False
         self.failed = False
 
 
@@ -130,6 +129,15 @@ class Outcomes:
             sequenced.fresh,
         )
 
+    def _settled(
+        self, standing: Standing, pending: Pending, result: list[RecordMetadata] | None
+    ) -> None:
+        """Record a pending batch's outcome, then clear it (in that order: whoever waits
+        for the outcome finds it once the batch is no longer pending)."""
+        standing.resolved = (pending, result)
+        self._status.last_resolution = (standing.pk.partition, result)
+        standing.pending = None
+
     def carried_unknown(self, p: int) -> OutcomeUnknown:
         """The error of the records of a call interrupted in another caller's hands."""
         return OutcomeUnknown(
@@ -165,13 +173,11 @@ class Outcomes:
         except DuplicateSequence as exc:
             # Its sequences were written before, by other records or longer ago than the
             # window: it did not land now, and the producer goes on as after that refusal.
-            standing.pending = None
-            self._status.last_resolution = (pk.partition, None)
             if exc.reason in WRITTEN_BEFORE:
                 end = pending.first_sequence + pending.records
                 standing.next_sequence = max(standing.next_sequence, end)
+            self._settled(standing, pending, None)
             raise
-        standing.pending = None
         result: list[RecordMetadata] | None = None
         if resolved.landed:
             # The epoch its records carry: a successor may have written it, under its own.
@@ -180,8 +186,15 @@ class Outcomes:
                 RecordMetadata(self._meta.name, pk.partition, resolved.first_offset + i, epoch)
                 for i in range(pending.records)
             ]
-        self._status.last_resolution = (pk.partition, result)
-        if resolved.generation > pending.generation + (0 if resolved.landed else 1):
+        superseded = resolved.generation > pending.generation + (0 if resolved.landed else 1)
+        if not superseded:
+            standing.generation = resolved.generation
+            standing.next_sequence = resolved.next_sequence
+            standing.floor = max(standing.floor, resolved.next_sequence)
+        # Last, once the producer stands where the resolution leaves it: an interrupt
+        # before this leaves the batch pending, to be resolved again (the same answer).
+        self._settled(standing, pending, result)
+        if superseded:
             # It landed, but a newer incarnation (resume= or the same name) was opened since:
             # the caller learns the outcome, and this producer is fenced like any other
             # superseded incarnation (it never takes the newer one's generation).
@@ -198,10 +211,6 @@ class Outcomes:
                     current_epoch=resolved.generation,
                 )
             )
-        else:
-            standing.generation = resolved.generation
-            standing.next_sequence = resolved.next_sequence
-            standing.floor = max(standing.floor, resolved.next_sequence)
         log.info(
             "redis-fencing: pending batch on %s partition %d %s",
             pk.topic,

@@ -135,12 +135,12 @@ class PartitionQueue:
         lock = self.lock
         try:
             while not entry.done:
-                if await runtime.try_lock(lock):
-                    if runtime.IS_ASYNC:
-                        # The call belongs to the queue: it runs in a task of its own, and
-                        # this caller waits for its answer like the others (below).
-                        self._drive_task = runtime.spawn(self._drive, "fencing-send")
-                        continue
+                if runtime.IS_ASYNC:
+                    # The call belongs to the queue: a task of its own sends it (see _drive),
+                    # and this caller waits for its answer like the others.
+                    self._start_drive()
+                    await entry.event.wait(RECHECK_SECONDS)
+                elif await runtime.try_lock(lock):
                     entry.leading = True
                     try:
                         await self._lead(entry)
@@ -194,10 +194,20 @@ class PartitionQueue:
             return next((e for e in reversed(self.queue) if not settled(e)), None)
 
     def fail_all(self, error: BaseException) -> None:
-        """Answer every send still queued with ``error`` (none was sent)."""
+        """Answer every send still queued with ``error`` (none was sent), except the
+        callers of an interrupted call still unresolved: their records may have landed,
+        and they are told OutcomeUnknown (the batch stays pending)."""
         with self.guard:
             queued = [entry for entry in self.queue if not entry.abandoned]
             self.queue.clear()
+        carried = self._carried
+        if carried is not None:
+            ids = set(map(id, carried))
+            unknown = [entry for entry in queued if id(entry) in ids]
+            queued = [entry for entry in queued if id(entry) not in ids]
+            p = self.standing.pk.partition
+            group_commit.fail(unknown, self._outcomes.carried_unknown(p), self._answers.give)
+            self._carried = None
         group_commit.fail(queued, error, self._answers.give)
 
     # -- holding the partition -----------------------------------------------------------------
@@ -265,24 +275,33 @@ class PartitionQueue:
                 break
             await self.send_next()
 
+    def _start_drive(self) -> None:
+        """Start the task that sends the queue (asyncio), unless one runs."""
+        if not runtime.running(self._drive_task):
+            # Once it ends (even cancelled before its first step), a queued caller starts
+            # the next one if anything is left.
+            self._drive_task = runtime.spawn(self._drive, "fencing-send", self.wake_head)
+
     async def _drive(self) -> None:
-        """Send what is queued, apart from every caller (asyncio: the task that
-        :meth:`submit` starts holding the partition), then let the partition go.
+        """Send what is queued, apart from every caller (asyncio: the task
+        :meth:`submit` starts), holding the partition, then let it go.
 
         A caller cancelled meanwhile stops waiting at once; its records are never sent if
         they were not taken yet, and answered (their fate known, nothing pending) if the
-        call carrying them completes. The others each get their own answer."""
+        call carrying them completes. The others each get their own answer. The task
+        takes the partition itself, so one cancelled before its first step (a shutdown
+        cancelling every task) holds nothing; the callers then start another."""
         try:
-            for _ in range(DRIVE_CALLS):
-                if not self.queue:
-                    break
-                await self.send_next()
+            async with self.holding():
+                for _ in range(DRIVE_CALLS):
+                    if not self.queue:
+                        break
+                    await self.send_next()
         except Exception:  # pragma: no cover - send_next answers every entry it takes
             log.exception("redis-fencing: sending partition %d failed", self.standing.pk.partition)
         finally:
-            self._drive_task = None
-            self.lock.release()
-            self.wake_head()
+            if self._drive_task is runtime.current():
+                self._drive_task = None
 
     async def _let_answered_run(self) -> None:
         """Wake the callers answered last and wait until each has run (or ``_CHAIN_WAIT``)
@@ -326,6 +345,7 @@ class PartitionQueue:
         cancelled task), after answering the entries it took, or putting them back at the
         head of the queue if they were not sent."""
         standing = self.standing
+        self._settle_carried()
         if self._status.fenced is not None:
             self.fail_all(self._status.fenced)
             return
@@ -340,12 +360,15 @@ class PartitionQueue:
                 return
         if self._ids.moves(standing):
             self._ids.adopt(standing)  # a fresh PID was taken on another partition
-        with self.guard:
-            group = group_commit.take_group(self.queue, self._meta.limits, runtime.claim_future)
-        if not group:
-            return
         done = Progress()
+        group: list[Entry] = []
         try:
+            with self.guard:  # (taken into ``group`` one by one: an interrupt loses none)
+                group_commit.take_group(
+                    self.queue, self._meta.limits, runtime.claim_future, into=group
+                )
+            if not group:
+                return
             await self._send_group(group, done)
         except BaseException:
             # Interrupted outside the call's own handling (before the request left, or
@@ -358,27 +381,28 @@ class PartitionQueue:
         metadata if it landed, None if it did not. The callers of an interrupted call that
         wait behind it are answered with their own offsets if it landed; if it did not,
         they stay at the head of the queue and go in the next call."""
-        carried, self._carried = self._carried, None
         try:
-            landed = await self._outcomes.resolve(self.standing)
-        except DuplicateSequence:
-            # Its sequences were written before, by other records: these did not land.
-            raise
-        except FencingError:
-            self._carried = carried  # still pending: a later resolution answers them
-            raise
-        except BaseException:
-            if self.standing.pending is not None:
-                self._carried = carried  # interrupted before it was settled
-            raise
-        if carried is not None and landed:
+            return await self._outcomes.resolve(self.standing)
+        finally:
+            self._settle_carried()
+
+    def _settle_carried(self) -> None:
+        """Answer the callers of an interrupted call once its batch was resolved: their
+        offsets if it landed (they leave the queue), else nothing (they are sent next).
+        Repeatable: an interrupt midway leaves it to the next call, which answers the same."""
+        carried = self._carried
+        resolved = self.standing.resolved
+        if carried is None or resolved is None or self.standing.pending is not None:
+            return
+        landed = resolved[1]
+        if landed and not all(entry.done for entry in carried):
             with self.guard:
                 waiting = set(map(id, carried))
-                kept = [e for e in self.queue if id(e) not in waiting]
+                kept = [entry for entry in self.queue if id(entry) not in waiting]
                 self.queue.clear()
                 self.queue.extend(kept)
-            self._answer(carried, landed[0].offset, landed[0].epoch)
-        return landed
+            self._answer(carried, landed[0].offset, landed[0].epoch, chain=False)
+        self._carried = None
 
     async def _send_group(self, group: list[Entry], done: Progress) -> None:
         standing, topic = self.standing, self._meta
@@ -437,19 +461,29 @@ class PartitionQueue:
                 continue
             break
         done.appended = appended
-        if idempotent:
-            standing.next_sequence += batch.count
-        topic.saw_next(p, appended.first_offset + batch.count)
-        done.counted = True
+        self._book(done)
         self._answer_appended(group, appended)
+
+    def _book(self, done: Progress) -> None:
+        """Move the partition past a call that landed (repeatable: an interrupt midway
+        leaves it to _interrupted, which books the same)."""
+        batch, sequenced, appended = done.batch, done.sequenced, done.appended
+        assert batch is not None and sequenced is not None and appended is not None
+        if self.idempotent and sequenced.first_sequence is not None:
+            end = sequenced.first_sequence + batch.count
+            self.standing.next_sequence = max(self.standing.next_sequence, end)
+        self._meta.saw_next(self.standing.pk.partition, appended.first_offset + batch.count)
 
     def _answer_appended(self, group: list[Entry], appended: Appended) -> None:
         # A resend answered from the window reports the epoch the records carry.
         epoch = appended.epoch if appended.epoch >= 0 else self.standing.writer.epoch
         self._answer(group, appended.first_offset, epoch)
 
-    def _answer(self, group: list[Entry], first_offset: int, epoch: int) -> None:
-        """Answer each entry of ``group`` (landed at ``first_offset``) with its own slice."""
+    def _answer(
+        self, group: list[Entry], first_offset: int, epoch: int, *, chain: bool = True
+    ) -> None:
+        """Answer each entry of ``group`` (landed at ``first_offset``) with its own slice
+        (woken one after the other on threads, with ``chain``)."""
         standing = self.standing
         with self.guard:  # (as pass_on: a caller giving up now is chained or not)
             head = group_commit.settle(
@@ -459,7 +493,7 @@ class PartitionQueue:
                 first_offset=first_offset,
                 epoch=epoch,
                 give=self._answers.give,
-                chain=not runtime.IS_ASYNC,
+                chain=chain and not runtime.IS_ASYNC,
             )
         if head is not None:
             self._wake_answered()  # (none left: woken as this call left)
@@ -470,17 +504,10 @@ class PartitionQueue:
         standing = self.standing
         left = [entry for entry in group if not entry.done]
         if done.sent_at is None:
-            with self.guard:  # never sent: they go first in the next call
-                self.queue.extendleft(reversed(left))
+            self._requeue(left)  # never sent: they go first in the next call
             return
         if done.appended is not None:
-            if not done.counted:
-                assert done.batch is not None
-                if self.idempotent:
-                    standing.next_sequence += done.batch.count
-                self._meta.saw_next(
-                    standing.pk.partition, done.appended.first_offset + done.batch.count
-                )
+            self._book(done)
             self._answer_appended(group, done.appended)  # it landed: every answer is known
             return
         if not done.failed:
@@ -494,7 +521,12 @@ class PartitionQueue:
         # It may have landed. The interrupted caller's own entry (``leading``) goes with its
         # interrupt; every other caller waits at the head of the queue for the resolution
         # the next call on the partition starts with, and gets its own answer from it.
-        others = [entry for entry in left if not entry.leading]
         self._carried = group
+        self._requeue([entry for entry in left if not entry.leading])
+
+    def _requeue(self, entries: list[Entry]) -> None:
+        """Put ``entries`` back at the head of the queue, in order (one an interrupt left
+        in the queue as it was taken is not put twice)."""
         with self.guard:
-            self.queue.extendleft(reversed(others))
+            present = set(map(id, self.queue))
+            self.queue.extendleft(reversed([e for e in entries if id(e) not in present]))

@@ -41,6 +41,7 @@ class Standing:
         "pending",
         "pid",
         "pk",
+        "resolved",
         "writer",
     )
 
@@ -64,6 +65,9 @@ class Standing:
         #: Below it a batch may be a resend (a resumed state behind the server's).
         self.floor = floor
         self.pending: Pending | None = None
+        #: The last pending batch resolved and its outcome (its metadata if it landed),
+        #: recorded before ``pending`` is cleared (see PartitionQueue._settle_carried).
+        self.resolved: tuple[Pending, list[RecordMetadata] | None] | None = None
         #: Set once this producer left the partition (closed or gave up opening).
         self.left = False
         self.errors = protocol.producer.producer_errors(pk)  # built once, not per send

@@ -223,14 +223,14 @@ async def test_tasks_cancelled_while_queued_or_leading_never_strand_the_others(
 
 @pytest.mark.anyio
 @pytest.mark.usefixtures("no_recheck")
-async def test_a_cancelled_task_whose_wake_up_came_passes_the_lead_on(
+async def test_a_drive_cancelled_before_it_ran_is_replaced_at_once(
     aclient: fencing.aio.Client,
 ) -> None:
-    """The first queued task is woken to send the queue (the lock was let go) and is
-    cancelled before it runs: the task behind it is woken in its place at once (not after
-    its re-check), and sends both its own and nobody else's record."""
+    """Two tasks queue behind a call in flight; the task that would send their call is
+    cancelled before its first step. The callers start another at once (not after their
+    re-check, which this test turns off), and each is answered at its offset."""
     topic = aclient.topic("t", partitions=1)
-    async with await topic.producer() as producer:
+    async with topic.producer() as producer:
         await producer.send(b"warm", partition=0)
         standing = producer._queues[0]
         await standing.lock.acquire()  # a call in flight
@@ -238,17 +238,19 @@ async def test_a_cancelled_task_whose_wake_up_came_passes_the_lead_on(
         second = asyncio.ensure_future(producer.send(b"second", partition=0))
         while len(standing.queue) < 2:
             await asyncio.sleep(0)
+        drive = standing._drive_task
+        assert drive is not None
+        drive.cancel()
         began = time.monotonic()
         standing.lock.release()
-        standing.wake_head()  # the holder lets go: the first is woken ...
-        first.cancel()  # ... and cancelled before it runs
+        standing.wake_head()
         async with asyncio.timeout(5):
-            md = await second
+            mds = await asyncio.gather(first, second)
         assert time.monotonic() - began < 1.0
-        assert first.cancelled()
-        assert md.offset == 1
+        assert drive.cancelled()
+        assert [md.offset for md in mds] == [1, 2]
         log = await log_of_async(topic, 0)
-        assert list(log.values()) == [b"warm", b"second"]
+        assert list(log.values()) == [b"warm", b"first", b"second"]
 
 
 async def test_a_drive_cancelled_before_it_ran_never_keeps_the_partition(aio_api: Api) -> None:
@@ -303,10 +305,10 @@ async def test_a_cancelled_flush_never_turns_the_callers_it_carried_into_refusal
     calls.execute = execute
     await queue.lock.acquire()
     future = await producer.send_async(b"f", partition=0)
+    flushing.append(asyncio.ensure_future(producer.flush()))
+    await asyncio.sleep(0)  # the flush waits for the partition first: it sends the call
     sends = {v: asyncio.ensure_future(producer.send(v, partition=0)) for v in (b"b", b"c")}
     await wait_until_async(lambda: len(queue.queue) == 3)
-    flushing.append(asyncio.ensure_future(producer.flush()))
-    await asyncio.sleep(0)
     queue.lock.release()
     queue.wake_head()
     await asyncio.gather(flushing[0], return_exceptions=True)
@@ -323,6 +325,57 @@ async def test_a_cancelled_flush_never_turns_the_callers_it_carried_into_refusal
     assert [r.value for r in await records_of_async(reader.topic("t"))] == [
         b"warm",
         b"f",
+        b"b",
+        b"c",
+        b"after",
+    ]
+    await reader.close()
+
+
+async def test_a_drive_cancelled_in_its_call_never_turns_the_callers_it_carried_into_refusals(
+    server: Any, namespace: str, proxy: Proxy
+) -> None:
+    """The task sending a partition's queue is cancelled (a shutdown cancelling every
+    task) as the reply of a call carrying three callers comes back, and the network goes
+    away, so the next call cannot resolve the batch. Each caller is told OutcomeUnknown,
+    never a refusal (their records are in the log); the next send settles the batch."""
+    client = fencing.aio.Client.from_url(proxy.url_for(server.url), namespace=namespace)
+    topic = client.topic("t", partitions=1)
+    producer = await topic.producer()
+    await producer.send(b"warm", partition=0)
+    queue = producer._queues[0]
+    calls = producer._calls
+    original = calls.execute
+
+    async def execute(call: Any, durability: Any = None) -> Any:
+        result = await original(call, durability)
+        if call.script.name == "append" and len(call.args) > 7:
+            calls.execute = original
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            proxy.refuse_connections(None)
+            proxy.sever()
+            await asyncio.sleep(0)  # the cancellation lands here, the batch in the log
+        return result
+
+    calls.execute = execute
+    await queue.lock.acquire()
+    sends = [asyncio.ensure_future(producer.send(v, partition=0)) for v in (b"a", b"b", b"c")]
+    await wait_until_async(lambda: len(queue.queue) == 3)
+    queue.lock.release()
+    queue.wake_head()
+    told = await bounded(asyncio.gather(*sends, return_exceptions=True), 60)
+    assert all(isinstance(a, fencing.OutcomeUnknown) for a in told), told
+    proxy.clear()
+    await producer.send(b"after", partition=0)
+    assert [md.offset for md in (producer.last_resolution or (0, []))[1] or []] == [1, 2, 3]
+    await producer.close()
+    await client.close()
+    reader = fencing.aio.Client.from_url(server.url, namespace=namespace)
+    assert [r.value for r in await records_of_async(reader.topic("t"))] == [
+        b"warm",
+        b"a",
         b"b",
         b"c",
         b"after",

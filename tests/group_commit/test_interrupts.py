@@ -460,13 +460,11 @@ def test_an_interrupt_of_the_leader_outside_the_call_leaves_no_caller_hanging(
 ) -> None:
     """Five threads queue sends behind a held lock; the one that leads is interrupted with a real
     asynchronous KeyboardInterrupt (PyThreadState_SetAsyncExc) while it runs
-    ``group_commit.merge_batches`` (after ``take_group`` popped the group, before the ``try``
-    around the script call) or ``group_commit.settle`` (after the call returned).
+    ``group_commit.merge_batches`` (after ``take_group`` took the group, before the script
+    call) or ``group_commit.settle`` (after the call returned).
 
     The leader gets KeyboardInterrupt; each of the other four gets exactly one answer within
-    seconds (metadata, or OutcomeUnknown settled by the next send, as the README promises
-    for "a thread interrupted while it carried others' records"); a later send works and the
-    log verifies."""
+    seconds, its metadata (the interrupt stays with the leader); a later send works."""
     topic = client.topic("t", partitions=1)
     producer = topic.producer()
     producer.send(b"first")
@@ -477,8 +475,8 @@ def test_an_interrupt_of_the_leader_outside_the_call_leaves_no_caller_hanging(
     original_take = fencing._group_commit.take_group
     original = getattr(fencing._group_commit, window)
 
-    def take(*args: Any) -> Any:
-        group = original_take(*args)
+    def take(*args: Any, **kwargs: Any) -> Any:
+        group = original_take(*args, **kwargs)
         taken.append(group)
         return group
 
@@ -520,8 +518,17 @@ def test_an_interrupt_of_the_leader_outside_the_call_leaves_no_caller_hanging(
         hung = [i for i, t in enumerate(threads) if t.is_alive()]
         assert not hung, f"callers {hung} hang; stacks:\n{stacks()}"
         assert all(len(a) == 1 for a in answers.values()), answers
+        (hit,) = [i for i, t in enumerate(threads) if t is leader_thread]
+        assert isinstance(answers[hit][0], KeyboardInterrupt), answers
+        others = {i: a[0] for i, a in answers.items() if i != hit}
+        assert all(isinstance(a, fencing.RecordMetadata) for a in others.values()), answers
         md = producer.send(b"after")
-        assert md.offset >= 1
+        # Interrupted before the call left, its record was never sent; after it returned,
+        # its record had landed with the others'.
+        landed = len(others) + (window == "settle")
+        assert md.offset == 1 + landed
+        offsets = sorted(a.offset for a in others.values())  # type: ignore[union-attr]
+        assert set(offsets) <= set(range(1, 1 + landed)) and len(offsets) == len(others)
     finally:
         release.set()
         # Unstick whatever a failure left behind, so no thread spins for the rest of the run.
@@ -791,7 +798,7 @@ def test_an_interrupt_as_a_landed_call_is_booked_counts_its_sequences_once(
     hit: list[int] = []
 
     def saw_next(self: Any, p: int, end: int) -> Any:
-        if not hit and sys._getframe(1).f_code.co_name == "_send_group":
+        if not hit and sys._getframe(1).f_code.co_name == "_book":
             hit.append(1)
             raise KeyboardInterrupt
         return original(self, p, end)

@@ -319,9 +319,22 @@ async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-def spawn(fn: Callable[[], Coroutine[Any, Any, Any]], name: str) -> asyncio.Task[Any]:
-    """Run ``fn()`` as a task of the running loop; returns the task."""
-    return asyncio.get_running_loop().create_task(fn(), name=name)
+def spawn(
+    fn: Callable[[], Coroutine[Any, Any, Any]],
+    name: str,
+    on_done: Callable[[], None] | None = None,
+) -> asyncio.Task[Any]:
+    """Run ``fn()`` as a task of the running loop; returns the task. ``on_done()`` runs
+    once it ended, whatever way (even cancelled before its first step)."""
+    task = asyncio.get_running_loop().create_task(fn(), name=name)
+    if on_done is not None:
+        task.add_done_callback(lambda _: on_done())
+    return task
+
+
+def running(task: object) -> bool:
+    """Whether a task :func:`spawn` returned is still running (False for None)."""
+    return isinstance(task, asyncio.Task) and not task.done()
 
 
 def current() -> object:

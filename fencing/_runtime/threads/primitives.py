@@ -107,11 +107,29 @@ def sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def spawn(fn: Callable[[], Any], name: str) -> threading.Thread:
-    """Run ``fn`` on a daemon thread; returns the thread."""
-    thread = threading.Thread(target=fn, name=name, daemon=True)
+def spawn(
+    fn: Callable[[], Any], name: str, on_done: Callable[[], None] | None = None
+) -> threading.Thread:
+    """Run ``fn`` on a daemon thread; returns the thread. ``on_done()`` runs once it
+    ended, whatever way."""
+    target = fn
+    if on_done is not None:
+        done = on_done
+
+        def target() -> Any:
+            try:
+                return fn()
+            finally:
+                done()
+
+    thread = threading.Thread(target=target, name=name, daemon=True)
     thread.start()
     return thread
+
+
+def running(thread: object) -> bool:
+    """Whether a thread :func:`spawn` returned is still running (False for None)."""
+    return isinstance(thread, threading.Thread) and thread.is_alive()
 
 
 def current() -> object:
