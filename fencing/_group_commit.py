@@ -165,8 +165,9 @@ def take_group(
     into: list[Entry] | None = None,
 ) -> list[Entry]:
     """Take the next call's entries off the head of ``queue``: one entry with an
-    ``expected_offset``, or as many others as fit in ``limits``. Abandoned entries, and
-    futures cancelled before they were taken (``claim`` returns False), are dropped.
+    ``expected_offset``, or as many others as fit in ``limits``. Abandoned entries, ones
+    already answered, and futures cancelled before they were taken (``claim`` returns
+    False), are dropped.
 
     Each entry is appended to the group (``into``, if given) before it leaves the queue:
     an interrupt midway leaves every entry in one of them, at worst in both (and the
@@ -175,7 +176,7 @@ def take_group(
     count = size = 0
     while queue:
         entry = queue[0]
-        if entry.abandoned:
+        if entry.abandoned or entry.done:
             queue.popleft()
             continue
         if entry.expected_offset is not None and group:

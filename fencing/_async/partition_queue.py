@@ -259,6 +259,7 @@ class PartitionQueue:
         answered to run: see :meth:`_let_answered_run`)."""
         extra = 0
         while True:
+            self._settle_carried()  # (an interrupted holder may have left it half done)
             if entry.done:
                 if extra >= SERVE_AFTER_OWN:
                     break
@@ -293,6 +294,7 @@ class PartitionQueue:
         cancelling every task) holds nothing; the callers then start another."""
         try:
             async with self.holding():
+                self._settle_carried()  # (an interrupted holder may have left it half done)
                 for _ in range(DRIVE_CALLS):
                     if not self.queue:
                         break
@@ -395,13 +397,16 @@ class PartitionQueue:
         if carried is None or resolved is None or self.standing.pending is not None:
             return
         landed = resolved[1]
-        if landed and not all(entry.done for entry in carried):
+        if landed:
+            # Answered first, then out of the queue: an interrupt between the two leaves
+            # them answered in the queue, where take_group skips what is answered.
+            if not all(entry.done for entry in carried):
+                self._answer(carried, landed[0].offset, landed[0].epoch, chain=False)
             with self.guard:
                 waiting = set(map(id, carried))
                 kept = [entry for entry in self.queue if id(entry) not in waiting]
                 self.queue.clear()
                 self.queue.extend(kept)
-            self._answer(carried, landed[0].offset, landed[0].epoch, chain=False)
         self._carried = None
 
     async def _send_group(self, group: list[Entry], done: Progress) -> None:

@@ -815,3 +815,36 @@ def test_an_interrupt_as_a_landed_call_is_booked_counts_its_sequences_once(
         b"later1",
         b"later2",
     ]
+
+
+@pytest.mark.usefixtures("no_recheck")
+def test_an_interrupt_as_the_carried_callers_are_answered_leaves_none_unanswered(
+    client: fencing.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader's call lands and it is interrupted; the next caller resolves the batch
+    (it landed) and is interrupted in turn as it answers the callers the batch carried.
+    The one left is answered with its offset at once (by whoever holds the partition
+    next), never told OutcomeUnknown, and nothing is sent twice."""
+    topic = client.topic("t", partitions=1)
+    producer = topic.producer()
+    producer.send(b"warm", partition=0)
+    interrupt_once_landed(producer, monkeypatch)
+    real = partition_queue.group_commit.settle
+    hit: list[int] = []
+
+    def settle(*args: Any, **kwargs: Any) -> Any:
+        if not hit and kwargs.get("chain") is False:  # answering the carried callers
+            hit.append(1)
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(partition_queue.group_commit, "settle", settle)
+    group = QueuedGroup(producer, [b"a", b"b", b"c"])
+    group.let_go()
+    group.join()  # (no caller waits for a re-check: they are off)
+    producer.close()
+    assert hit
+    assert len(group.told(KeyboardInterrupt)) == 2, group.answers
+    (third,) = group.told(fencing.RecordMetadata)
+    assert group.answers[third].offset == 1 + group.values.index(third)
+    assert [r.value for r in records_of(topic)] == [b"warm", b"a", b"b", b"c"]
