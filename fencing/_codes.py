@@ -83,6 +83,11 @@ CODES: dict[str, CodeSpec] = {
             "the topic does not exist and no partition count was given to create it",
         ),
         CodeSpec(
+            "TOPIC_DELETING",
+            ("key",),
+            "the topic is being deleted: opens are refused until the delete finishes",
+        ),
+        CodeSpec(
             "PARTITIONS_MISMATCH",
             ("stored", "requested"),
             "the topic exists with another partition count",

@@ -33,7 +33,8 @@ COMMANDS: tuple[str, ...] = (
     "publish", "spublish",
     # plain commands
     "get", "incr", "incrby", "ping", "subscribe", "unsubscribe", "ssubscribe", "sunsubscribe",
-    "scan",  # the CLI's listings (the key pattern still limits what they see)
+    "scan",  # listings and topic deletes (the key pattern still limits what they see)
+    "unlink", "hexists", "hvals",  # topic deletes
     "wait", "waitaof",
     "config|get",
     "client|setinfo", "client|setname",

@@ -15,8 +15,8 @@
   the topic's producer state expiry (ms; 7 days for a topic created before it was kept) and
   dedupw its duplicate window (5 for a topic created before it was kept).
   Errors: UNKNOWN_TOPIC (missing and ARGV[1] is ''), PARTITIONS_MISMATCH (exists with
-    another count), STATE_LOST (the topic the handle saw vanished or was recreated),
-    WRONG_TYPE.
+    another count), STATE_LOST (the topic the handle saw vanished, was recreated or is being
+    deleted), TOPIC_DELETING (a new handle: the topic is being deleted), WRONG_TYPE.
 ]]
 --- @include "common"
 
@@ -35,7 +35,14 @@ if t ~= 'none' and t ~= 'hash' then
   return fail(E.WRONG_TYPE, t, key)
 end
 local v = t == 'hash'
-  and redis.call('HMGET', key, 'inc', 'partitions', 'ready', 'pidexp', 'dedupw')
+  and redis.call('HMGET', key, 'inc', 'partitions', 'ready', 'pidexp', 'dedupw', 'deleting')
+if v and v[6] then
+  -- Being deleted (topic_delete): it is going away, and its name is free only afterwards.
+  if seen_inc ~= '' then
+    return fail(E.STATE_LOST, 'deleted', seen_inc, v[1] or '-')
+  end
+  return fail(E.TOPIC_DELETING, key)
+end
 if seen_inc ~= '' then
   -- G9: the topic the handle saw (a hash without inc reports it as '').
   local lost = check_incarnation(v and (v[1] or ''), seen_inc)

@@ -159,8 +159,8 @@ class Consumer(ProcessBound):
         return list(self._parts)
 
     async def poll(self, max_records: int = 100, block_ms: int | None = None) -> list[Record]:
-        """Up to ``max_records`` records from the owned partitions, in offset order per
-        partition (partitions take turns).
+        """Up to ``max_records`` records (at most 10,000 per poll) from the owned
+        partitions, in offset order per partition (partitions take turns).
 
         Checks every grant by server time first: raises :class:`~fencing.Fenced` once
         another member took a partition over, :class:`~fencing.LeaseExpired` if a lease

@@ -20,6 +20,9 @@ from .metadata import TopicFace, metadata_of
 
 #: Where a reader starts: an offset, "earliest" (the first retained record) or "latest".
 StartOffset = int | Literal["earliest", "latest"]
+#: Where a reader stops (exclusive): an offset, "latest" (the end when the reader was
+#: made), or None (never: it tails).
+EndOffset = int | Literal["latest"] | None
 
 _TAIL_BLOCK_MS = 1_000
 #: The most records one read of an iterated reader asks for (records of 4 KiB or less).
@@ -51,10 +54,18 @@ class Reader:
         self._pk = self._meta.partition_keys(partition)
         self.partition = self._pk.partition
         self._position = 0
+        self._end: int | None = None
         self._closed = False
 
-    async def _start(self, start_offset: StartOffset) -> None:
-        """Place the reader at ``start_offset`` (made by :meth:`Topic.reader`)."""
+    async def _start(self, start_offset: StartOffset, end_offset: EndOffset = None) -> None:
+        """Place the reader at ``start_offset``, stopping before ``end_offset`` (made by
+        :meth:`Topic.reader`)."""
+        if end_offset is not None and end_offset != "latest":
+            if isinstance(end_offset, str):
+                raise InvalidArgument(
+                    f"end_offset must be an int, 'latest' or None, got {end_offset!r}"
+                )
+            check_int("end_offset", end_offset, minimum=0)
         start, end = await self._meta.offsets(self.partition)
         if start_offset == "earliest":
             position = start
@@ -68,12 +79,30 @@ class Reader:
             position = check_int("start_offset", start_offset)
             if not start <= position <= end:
                 raise protocol.topic.out_of_range(self._pk, position, start, end)
+        stop = end if end_offset == "latest" else end_offset
+        if stop is not None and stop < position:
+            raise InvalidArgument(
+                f"end_offset {stop} is before where the reader starts ({position}): pass an "
+                "end at or after the start, or None to tail"
+            )
         self._position = position
+        self._end = stop
 
     @property
     def position(self) -> int:
         """The offset the next read starts at."""
         return self._position
+
+    @property
+    def end_offset(self) -> int | None:
+        """Where this reader stops (exclusive), or None if it tails."""
+        return self._end
+
+    @property
+    def at_end(self) -> bool:
+        """Whether a reader with an ``end_offset`` has read up to it (always False for a
+        tailing reader)."""
+        return self._end is not None and self._position >= self._end
 
     async def seek(self, offset: int) -> None:
         """Move to ``offset``: checked now against the partition's range (one read).
@@ -93,13 +122,20 @@ class Reader:
         self._position = offset
 
     async def read(self, max_records: int = 100, block_ms: int | None = None) -> list[Record]:
-        """Up to ``max_records`` records from the current position.
+        """Up to ``max_records`` records from the current position (at most 10,000 per
+        read: page through a longer log, or iterate the reader).
 
         With ``block_ms``, waits up to that long for records when none are there yet.
-        Raises :class:`~fencing.OffsetOutOfRange` if the position was trimmed away.
+        A reader with an ``end_offset`` never reads past it: at the end, this returns
+        ``[]`` at once. Raises :class:`~fencing.OffsetOutOfRange` if the position was
+        trimmed away.
         """
         self._ready()
         count, block = read_limits(max_records, block_ms)
+        if self._end is not None:
+            count = min(count, self._end - self._position)
+            if count <= 0:
+                return []
         records = await self._fetch(count, 0)
         if not records and block > 0:
             # Blocks in steps shorter than the socket timeout, so a blocking read uses the
@@ -164,12 +200,12 @@ class Reader:
 
     async def __aiter__(self) -> AsyncIterator[Record]:
         """Tail the partition: every record from the position on, waiting for new ones,
-        until the reader is closed.
+        until the reader is closed (or, with an ``end_offset``, up to it).
 
         The position follows the records handed out (not the pages fetched), so a loop
         that breaks out leaves the reader at the record after the last one it got."""
         count = _ITER_FIRST
-        while not self._closed:
+        while not self._closed and not self.at_end:
             records = await self.read(max_records=count, block_ms=_TAIL_BLOCK_MS)
             if not records:
                 continue
@@ -187,9 +223,11 @@ class Reader:
         )
 
 
-async def open_reader(topic: TopicFace, partition: int, start_offset: StartOffset) -> Reader:
-    """A reader of ``partition`` placed at ``start_offset`` (what :meth:`Topic.reader`
-    returns; the topic is open)."""
+async def open_reader(
+    topic: TopicFace, partition: int, start_offset: StartOffset, end_offset: EndOffset = None
+) -> Reader:
+    """A reader of ``partition`` placed at ``start_offset``, stopping before ``end_offset``
+    (what :meth:`Topic.reader` returns; the topic is open)."""
     reader = Reader(topic, partition)
-    await reader._start(start_offset)
+    await reader._start(start_offset, end_offset)
     return reader

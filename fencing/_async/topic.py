@@ -23,7 +23,7 @@ from .consumer import Consumer, open_consumer
 from .context import Context
 from .metadata import TopicMetadata, bind
 from .producer import Producer
-from .reader import Reader, StartOffset, open_reader
+from .reader import EndOffset, Reader, StartOffset, open_reader
 
 
 class Topic:
@@ -261,14 +261,38 @@ class Topic:
         )
 
     @runtime.opening
-    async def reader(self, partition: int, start_offset: StartOffset = "earliest") -> Reader:
+    async def reader(
+        self,
+        partition: int,
+        start_offset: StartOffset = "earliest",
+        end_offset: EndOffset = None,
+    ) -> Reader:
         """A reader of one partition from ``start_offset`` (an int, "earliest" or "latest").
+
+        ``end_offset`` makes it stop before that offset (exclusive) instead of tailing:
+        an int, or "latest" (the end as it is now, when ``reader()`` is called: a
+        snapshot); once there, ``read()`` returns ``[]`` at once and iterating ends. None
+        (the default) tails for ever.
 
         Raises :class:`~fencing.OffsetOutOfRange` for an offset below the first retained
         record or past the next offset.
+
+        >>> async with topic.reader(0, "earliest", end_offset="latest") as reader:
+        ...     snapshot = [record async for record in reader]            # doctest: +SKIP
         """
         await self._meta.open()
-        return await open_reader(self, partition, start_offset)
+        return await open_reader(self, partition, start_offset, end_offset)
+
+    async def end_offsets(self) -> dict[int, int]:
+        """``{partition: next offset}`` for every partition: the end of each log now (what
+        a reader made with ``end_offset="latest"`` stops at).
+
+        >>> await topic.end_offsets()                                     # doctest: +SKIP
+        {0: 12, 1: 0}
+        """
+        meta = self._meta
+        await meta.open()
+        return {p: (await meta.offsets(p))[1] for p in range(meta.partitions)}
 
     def __repr__(self) -> str:
         n = self._meta.partitions if self._meta.opened else self._requested

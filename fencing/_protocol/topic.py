@@ -110,6 +110,7 @@ def _state_lost(where: str, key: str, reply: ErrorReply) -> StateLost:
         ),
         "stream": "lost its records (the stream key is gone)",
         "topic": "belongs to another incarnation of its topic",
+        "deleted": "was deleted (client.delete_topic)",
         "pid-reused": (
             f"has live state for producer id {reply.fields['seen']} (generation "
             f"{reply.fields['found']}) owned by another producer object: two producers were "
@@ -145,6 +146,13 @@ def topic_errors(topic: str, key: str) -> Any:
             return UnknownTopic(
                 f"topic {topic!r} does not exist: create it with "
                 f"client.topic({topic!r}, partitions=N)",
+                topic=topic,
+            )
+        if reply.code == "TOPIC_DELETING":
+            return UnknownTopic(
+                f"topic {topic!r} is being deleted (client.delete_topic has not finished): "
+                "open or create it once the delete returns; if the delete was cut short, run "
+                f"client.delete_topic({topic!r}) again to finish it",
                 topic=topic,
             )
         if reply.code == "PARTITIONS_MISMATCH":
@@ -228,6 +236,25 @@ def topic_open(
             pid_expiry_ms,
             dedup_window,
         ),
+        parse=parse,
+        error=topic_errors(topic, key),
+    )
+
+
+def topic_delete(key: str, topic: str, step: str) -> ScriptCall[tuple[int, str] | None]:
+    """One step of deleting a topic on its metadata: ``"mark"`` (returns the partition
+    count and incarnation), ``"unmark"`` or ``"drop"`` (return None)."""
+
+    def parse(reply: Any) -> tuple[int, str] | None:
+        if step == "mark":
+            partitions, incarnation = reply
+            return int(partitions), text(incarnation)
+        return None
+
+    return ScriptCall(
+        script=script("topic_delete"),
+        keys=(key,),
+        args=(step,),
         parse=parse,
         error=topic_errors(topic, key),
     )

@@ -27,6 +27,7 @@ from .._record import DEFAULT_LIMITS
 from .._runtime.threads import cluster as runtime_cluster
 from .._urls import redis_from_url
 from ..errors import InvalidArgumentType
+from . import admin
 from .context import Context, bind
 from .election import Election
 from .leadership import Leadership
@@ -203,6 +204,34 @@ class Client:
             producer_state_ttl=producer_state_ttl,
             dedup_window=dedup_window,
         )
+
+    # -- administration ------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        """The names of this namespace's topics, sorted (found with ``SCAN`` in bounded
+        steps; a topic being deleted is left out).
+
+        >>> client.topics()                                        # doctest: +SKIP
+        ['orders', 'payments']
+        """
+        return admin.list_topics(self._context)
+
+    def delete_topic(self, name: str, force: bool = False) -> None:
+        """Delete topic ``name``: its records, offsets, producer state, consumer groups'
+        rows and the Spark sink's dedupe state, in bounded steps (no step stalls the
+        server). A topic of the same name created afterwards starts afresh, and no handle
+        of the deleted one ever writes or reads it.
+
+        Refused with :class:`~fencing.OwnershipConflict` while the topic is in use (a live
+        producer, shared or exclusive, a waiting one, a consumer's live grant, or a Spark
+        sink lineage with a micro-batch begun and not finished), unless ``force``: then
+        every live handle's next call raises :class:`~fencing.StateLost`. Raises
+        :class:`~fencing.UnknownTopic` if there is no such topic. A delete cut short (the
+        process died) leaves the topic refusing opens: run it again to finish.
+
+        >>> client.delete_topic("orders")                          # doctest: +SKIP
+        """
+        admin.delete_topic(self._context, name, force=force)
 
     @property
     def is_cluster(self) -> bool:

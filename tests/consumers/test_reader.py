@@ -173,3 +173,71 @@ def test_a_seek_out_of_range_is_offset_out_of_range(client: Client) -> None:
     assert reader.read() == []
     reader.seek(1)
     assert [r.value for r in reader.read()] == [b"b"]
+
+
+def test_a_reader_with_end_offset_latest_reads_the_snapshot_and_stops(client: Client) -> None:
+    """``end_offset="latest"`` is the end when reader() was called: records appended
+    afterwards are not read, ``read()`` returns [] at once at the end (even with
+    ``block_ms``), and iterating ends."""
+    fill(client, "log", 5)
+    topic = client.topic("log")
+    reader = topic.reader(0, 1, end_offset="latest")
+    assert reader.end_offset == 5
+    topic.producer().send(b"after", partition=0)
+    assert values(reader.read(max_records=3)) == [b"r1", b"r2", b"r3"]
+    assert values(reader.read(max_records=100)) == [b"r4"]
+    assert reader.at_end
+    assert reader.read(block_ms=60_000) == []
+    assert values(list(topic.reader(0, "earliest", end_offset="latest"))) == [
+        b"r0",
+        b"r1",
+        b"r2",
+        b"r3",
+        b"r4",
+        b"after",
+    ]
+
+
+def test_a_reader_with_an_end_offset_past_the_log_waits_for_it_then_stops(
+    client: Client,
+) -> None:
+    fill(client, "log", 2)
+    topic = client.topic("log")
+    reader = topic.reader(0, "earliest", end_offset=4)
+    got: list[bytes] = []
+    done = threading.Event()
+
+    def iterate() -> None:
+        got.extend(r.value for r in reader)
+        done.set()
+
+    thread = threading.Thread(target=iterate, daemon=True)
+    thread.start()
+    wait_until(lambda: len(got) == 2)
+    producer = topic.producer()
+    producer.send_batch([b"x", b"y", b"z"], partition=0)
+    assert done.wait(10)
+    assert got == [b"r0", b"r1", b"x", b"y"]
+    assert reader.position == 4 and reader.at_end
+
+
+def test_end_offset_is_checked_before_any_read(client: Client) -> None:
+    fill(client, "log", 5)
+    topic = client.topic("log")
+    with pytest.raises(InvalidArgument, match="before where the reader starts"):
+        topic.reader(0, 3, end_offset=2)
+    with pytest.raises(InvalidArgument, match="end_offset must be"):
+        topic.reader(0, 0, end_offset="earliest")  # type: ignore[arg-type]
+    with pytest.raises(fencing.InvalidArgumentType):
+        topic.reader(0, 0, end_offset=1.5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        topic.reader(0, 0, end_offset=-1)
+    reader = topic.reader(0, 2, end_offset=2)  # empty: at the end at once
+    assert reader.at_end and reader.read() == [] and list(reader) == []
+    assert topic.reader(0, 0).end_offset is None
+
+
+def test_read_caps_max_records_and_says_so(client: Client) -> None:
+    fill(client, "log", 1)
+    with pytest.raises(InvalidArgument, match="max_records is capped at 10000"):
+        client.topic("log").reader(0).read(max_records=10_001)

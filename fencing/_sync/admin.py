@@ -1,0 +1,186 @@
+# GENERATED from fencing/_async/admin.py by tools/unasync.py: do not edit.
+# Edit the async source, then run `python tools/unasync.py` (CI checks this file).
+"""Topic administration: the topics of a namespace, and deleting one.
+
+A delete runs in bounded steps, none of which can stall the server: the topic's metadata
+is marked first (from then on every open of the topic is refused, and a handle that saw it
+gets :class:`~fencing.StateLost`); unless ``force``, a topic still in use is unmarked again
+and the delete refused; then each partition's metadata goes (so every live handle's next
+call raises StateLost, and never writes or reads what comes after), then every other key
+of the partition, found with ``SCAN`` and removed with ``UNLINK`` a page at a time (the
+log, producer state, duplicate windows, consumer groups' rows and offsets, the Spark
+sink's dedupe state); the topic's metadata goes last. A delete cut short leaves the topic
+marked: running it again finishes it, and a topic of the same name can be created once it
+returned (with a new incarnation, which no old handle accepts).
+
+>>> list_topics(context)                               # doctest: +SKIP
+['orders', 'payments']
+>>> delete_topic(context, "orders", force=False)       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import _protocol as protocol
+from .._keys import NAME_RE, PRODUCER_GROUP, Keys, validate_name
+from .._text import text
+from ..errors import InvalidArgumentType, OwnershipConflict
+from .context import Context
+
+#: Keys asked for per SCAN step, and removed per UNLINK.
+SCAN_COUNT = 500
+UNLINK_PAGE = 500
+
+
+def list_topics(context: Context) -> list[str]:
+    """The names of the namespace's topics, sorted (one being deleted is left out; a key of
+    another type where a topic's metadata belongs is skipped). Found with ``SCAN`` in
+    bounded steps."""
+    keys = context.keys
+    r = context.driver(context.settings.socket_timeout).redis
+    head, tail = f"{keys.namespace}:{{", "}:topic"
+    found: set[str] = set()
+    for raw in r.scan_iter(match=f"{head}*{tail}", count=SCAN_COUNT):
+        key = text(raw)
+        name = key[len(head) : -len(tail)]
+        # Another key can match the pattern (an ownership row of a group called 'topic').
+        if NAME_RE.fullmatch(name) and keys.topic_meta(name) == key:
+            found.add(name)
+    names = sorted(found)
+    kept: list[str] = []
+    for name in names:
+        key = keys.topic_meta(name)
+        if text(r.type(key)) != "hash":
+            continue
+        if r.hexists(key, "deleting"):
+            continue
+        kept.append(name)
+    return kept
+
+
+@dataclass
+class _Partition:
+    """What a delete found of one partition: its other keys, and who uses it."""
+
+    keys: list[str] = field(default_factory=list)
+    users: list[str] = field(default_factory=list)
+
+
+def delete_topic(context: Context, name: object, *, force: object = False) -> None:
+    """Delete topic ``name`` and every key it has (see the module's docstring).
+
+    Raises :class:`~fencing.UnknownTopic` if there is no such topic, and
+    :class:`~fencing.OwnershipConflict` if it is in use and ``force`` is False (a live
+    producer, a waiting one, a consumer's live grant, or a Spark sink with a micro-batch
+    begun and not finished), writing nothing."""
+    topic = validate_name("topic", name)
+    if not isinstance(force, bool):
+        raise InvalidArgumentType(f"force must be a bool, got {type(force).__name__}")
+    keys = context.keys
+    driver = context.driver(context.settings.socket_timeout)
+    budget = context.budget_default()
+    meta_key = keys.topic_meta(topic)
+    marked = driver.execute(protocol.topic.topic_delete(meta_key, topic, "mark"), budget)
+    assert marked is not None
+    partitions, _ = marked
+    r = driver.redis
+    found = _partition_keys(r, keys, topic, partitions)
+    if not force:
+        users = _users(r, keys, topic, found)
+        if users:
+            driver.execute(protocol.topic.topic_delete(meta_key, topic, "unmark"), budget)
+            raise OwnershipConflict(
+                f"topic {topic!r} is in use: {'; '.join(users[:5])}"
+                f"{' ...' if len(users) > 5 else ''}. Nothing was deleted. Close those "
+                "handles (or let their leases lapse) and delete again, or pass force=True: "
+                "their next call then raises StateLost",
+                group="",
+                resource=topic,
+                holder_label=users[0],
+                holder_token=0,
+                remaining=0.0,
+            )
+    for p in range(partitions):
+        pk = keys.partition(topic, p)
+        # The metadata first, in its own command: every handle's next call fails from here.
+        r.unlink(pk.meta)
+        fixed = [
+            pk.stream,
+            pk.owner,
+            pk.shared,
+            pk.waiters,
+            pk.waiting_leases,
+            pk.pids,
+            pk.pid_expiry,
+            pk.names,
+            pk.window,
+            pk.committed,
+        ]
+        r.unlink(*fixed)
+        more = found[p].keys if p in found else []
+        for i in range(0, len(more), UNLINK_PAGE):
+            r.unlink(*more[i : i + UNLINK_PAGE])
+    # Keys made since the SCAN (a handle that was live when forced) are found by another.
+    for partition in (_partition_keys(r, keys, topic, partitions)).values():
+        for i in range(0, len(partition.keys), UNLINK_PAGE):
+            r.unlink(*partition.keys[i : i + UNLINK_PAGE])
+    driver.execute(protocol.topic.topic_delete(meta_key, topic, "drop"), budget)
+
+
+def _partition_keys(
+    r: Any, keys: Keys, topic: str, partitions: int
+) -> dict[int, _Partition]:
+    """Every key of the topic's partitions, by partition (one SCAN over the namespace)."""
+    prefix = re.escape(f"{keys.namespace}:{{{topic}/")
+    shape = re.compile(prefix + r"(\d+)\}:")
+    found: dict[int, _Partition] = {}
+    for raw in r.scan_iter(match=f"{keys.namespace}:{{{topic}/*", count=SCAN_COUNT):
+        key = text(raw)
+        match = shape.match(key)
+        if match is None:
+            continue
+        p = int(match.group(1))
+        if p < partitions and keys.partition(topic, p).base + ":" == key[: match.end()]:
+            found.setdefault(p, _Partition()).keys.append(key)
+    return found
+
+
+def _users(r: Any, keys: Keys, topic: str, found: dict[int, _Partition]) -> list[str]:
+    """Who uses the topic now, by server time: a line per live user."""
+    seconds, micros = r.time()
+    now = int(seconds) * 1000 + int(micros) // 1000
+    users: list[str] = []
+    for p, partition in sorted(found.items()):
+        pk = keys.partition(topic, p)
+        where = f"partition {p}"
+        for key in partition.keys:
+            kind = text(r.type(key))
+            if key == pk.owner or (key.startswith(pk.base + ":own:") and kind == "hash"):
+                row = {text(k): text(v) for k, v in (r.hgetall(key)).items()}
+                group = key[len(pk.base + ":own:") :]
+                live = row.get("session") and int(row.get("expires") or 0) > now
+                if live:
+                    who = (
+                        "an exclusive producer"
+                        if group == PRODUCER_GROUP
+                        else f"consumer group {group!r}"
+                    )
+                    users.append(f"{who} ({row.get('label', '')}) holds {where}")
+            elif key == pk.shared and kind == "zset":
+                n = int(r.zcount(key, f"({now}", "+inf"))
+                if n:
+                    users.append(f"{n} shared producer(s) on {where}")
+            elif key == pk.waiting_leases and kind == "hash":
+                leases = [int(v) for v in (r.hvals(key))]
+                n = sum(1 for expires in leases if expires > now)
+                if n:
+                    users.append(f"{n} producer(s) waiting for {where}")
+            elif key.startswith(pk.base + ":sink:") and kind == "hash":
+                begun, done = r.hmget(key, "b", "c")
+                if begun is not None and int(begun) > int(done if done is not None else -1):
+                    app = key[len(pk.base + ":sink:") :]
+                    users.append(f"Spark sink app {app!r} has a batch begun on {where}")
+    return users
