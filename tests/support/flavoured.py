@@ -1,6 +1,7 @@
 """The tests written once for both flavours that the folders running them elsewhere gather:
 every area's ``test_both_flavours.py`` (ownership, elections, producers, readers and
-consumers, faults), the flavoured concurrency tests and the first cancellation tests. A
+consumers, faults), the flavoured concurrency tests, the first cancellation tests and topic
+administration. A
 module in ``cluster/`` or ``secure/`` star-imports this one, and pytest collects the very
 same tests again with that folder's fixtures (its ``server`` is a cluster, a server behind
 an ACL, one reached over TLS).
@@ -19,3 +20,4 @@ from ..faults.test_cancellation import (  # noqa: F401
 from ..ownership.test_both_flavours import *  # noqa: F403
 from ..producers.test_both_flavours import *  # noqa: F403
 from ..producers.test_concurrency import *  # noqa: F403
+from ..topics.test_delete import *  # noqa: F403
