@@ -37,7 +37,6 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-
 def _write_inputs(folder: Path, files: int, per_file: int) -> list[str]:
     folder.mkdir(parents=True, exist_ok=True)
     values = []
@@ -293,3 +292,50 @@ def test_the_sink_is_refused_while_an_exclusive_producer_holds_the_topic(
             sink(_batch(spark, 1), 0)
         holder.send(b"still mine")
     assert topic_values(client, "held") == [b"mine", b"still mine"]
+
+
+def test_a_deleted_topic_written_again_by_the_sink_skips_nothing(
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo
+) -> None:
+    """A batch left unfinished (a task failed on every attempt) keeps the topic in use: a
+    delete is refused. Forced, the topic goes with the sink's dedupe state; the same app,
+    query and batch id written to the topic made again write every row (none is skipped
+    as a duplicate of the deleted topic's rows), once; so do they after a finished batch
+    (the Spark workers keep their shared producers for the next batch: the topic is in use
+    until forced)."""
+    if server.kind != "redis":
+        pytest.skip("one server kind is enough for this sequence (a minute of Spark): redis")
+
+    def sink() -> ForeachBatchSink:
+        return ForeachBatchSink(
+            server.url,
+            "events",
+            app_id="etl",
+            value_col="v",
+            namespace=namespace,
+            partitions=4,
+            query_id="query-1",
+            chunk_records=100,
+        )
+
+    udf = sf.udf(always_fail_partition_2, StringType())
+    with pytest.raises(Exception, match="injected failure in partition 2"):
+        sink()(_batch(spark, 3).withColumn("v", udf(sf.col("id"))), 7)
+    assert 0 < len(topic_values(client, "events")) < ROWS
+    with pytest.raises(fencing.OwnershipConflict, match="Spark sink app 'etl' has a batch begun"):
+        client.delete_topic("events")
+    client.delete_topic("events", force=True)
+
+    again = sink()
+    again(_batch(spark, 3), 7)
+    assert again.last_batch is not None and again.last_batch.duplicates == 0
+    assert sorted(topic_values(client, "events")) == sorted(f"v{i}".encode() for i in range(ROWS))
+
+    # Finished, but the workers' shared producers (kept for the next batch) live on.
+    with pytest.raises(fencing.OwnershipConflict, match="shared producer"):
+        client.delete_topic("events")
+    client.delete_topic("events", force=True)
+    fresh = sink()
+    fresh(_batch(spark, 3), 7)
+    assert fresh.last_batch is not None and fresh.last_batch.status != "skipped"
+    assert sorted(topic_values(client, "events")) == sorted(f"v{i}".encode() for i in range(ROWS))
