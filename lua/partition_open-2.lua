@@ -14,7 +14,8 @@
 
   Returns {incarnation, next, start, maxlen, pidexp, dedupw}.
   Errors: STATE_LOST (missing after the topic was ready, another incarnation, a partition of
-    another topic incarnation, or records left without their metadata), WRONG_TYPE.
+    another topic incarnation, or records left without their metadata),
+    TOPIC_DELETING (its topic is being deleted), WRONG_TYPE.
 ]]
 --- @include "common"
 
@@ -31,6 +32,18 @@ end
 local t = key_type(key)
 if t ~= 'none' and t ~= 'hash' then
   return fail(E.WRONG_TYPE, t, key)
+end
+if t == 'hash' and create == '1' and seen_inc == ''
+    and redis.call('HGET', key, 'topic_inc') ~= topic_inc
+    and redis.call('EXISTS', KEYS[2]) == 0 then
+  -- A topic being created finds metadata of another topic incarnation and no record: left
+  -- by a creator of a deleted topic that went on after the delete (the topic's metadata
+  -- names this incarnation now, so nothing else uses it). Made afresh.
+  redis.call('DEL', key)
+  t = 'none'
+end
+if t == 'hash' and redis.call('HEXISTS', key, 'deleting') == 1 then
+  return fail(E.TOPIC_DELETING, key)
 end
 if t == 'none' then
   if seen_inc ~= '' or create ~= '1' then

@@ -32,7 +32,7 @@
     may be a resend, one at or above it was never sent by an older incarnation.
   Errors: PRODUCER_FENCED (reason 'incarnation': an opener with a higher ticket opened this
     partition already), UNKNOWN_PRODUCER_ID (resume= names state that expired),
-    STATE_LOST (the partition vanished or was recreated, or a PID fresh from the counter
+    TOPIC_DELETING, STATE_LOST (the partition vanished or was recreated, or a PID fresh from the counter
     already has state: the counter went backwards), WRONG_TYPE, BAD_ARGUMENT (a PID,
     generation or sequence that is not an integer in [0, 2^53)).
 ]]
@@ -72,6 +72,8 @@ local bad = check_types({pids, pid_expiry, names, win}, {'hash', 'zset', 'hash',
 if bad then return bad end
 local expiry_ms, window = partition_pid_settings(meta, ARGV[6])
 if not expiry_ms then return window end
+bad = refuse_deleting(meta)
+if bad then return bad end
 if ticket_key ~= '' then
   local newest = tonumber(redis.call('HGET', names, '!' .. ticket_key) or '0')
   if newest > ticket then

@@ -29,7 +29,8 @@
     {'waiting', remaining_ms, position, inc, wgen}  queued (wait mode): try again after
                                                 remaining_ms or a message on released_ch
   Errors: PRODUCER_BUSY (reason 'exclusive' | 'shared' | 'waiting'), PRODUCER_FENCED (a
-    waiter fenced by EXCLUSIVE_WITH_FENCING), STATE_LOST, WRONG_TYPE, BAD_ARGUMENT.
+    waiter fenced by EXCLUSIVE_WITH_FENCING), TOPIC_DELETING, STATE_LOST, WRONG_TYPE,
+    BAD_ARGUMENT.
   Notifies (last; sharded pub/sub where the server has it): a severed exclusive holder on
     session_ch .. <its session> ("severed <old epoch> <new epoch> <row key>"), and waiters
     on released_ch after EXCLUSIVE_WITH_FENCING ("fenced <epoch>").
@@ -61,6 +62,8 @@ if bad then return bad end
 local _
 local pid_settings, lost = partition_pid_settings(meta, ARGV[11])
 if not pid_settings then return lost end
+bad = refuse_deleting(meta)
+if bad then return bad end
 local row
 row, bad = load_producer_row(row_key, new_inc)
 if bad then return bad end

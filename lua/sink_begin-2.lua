@@ -16,7 +16,8 @@
     rows is what it wrote here), 'lineage' (a new lineage replaced stored_query).
   Errors: SINK_LINEAGE (another query id owns the app id here: a reset checkpoint),
     SINK_PARTITIONING (a replay with another Spark partition count), SINK_STALE (a batch
-    below the last one begun, not known finished), STATE_LOST, WRONG_TYPE, BAD_ARGUMENT.
+    below the last one begun, not known finished), TOPIC_DELETING, STATE_LOST, WRONG_TYPE,
+    BAD_ARGUMENT.
 ]]
 --- @include "common"
 --- @include "sink"
@@ -31,6 +32,9 @@ local inc, bad = read_checked('HGET', meta, 'inc')
 if bad then return bad end
 bad = check_incarnation(inc, ARGV[1])
 if bad then return bad end
+if redis.call('HEXISTS', meta, 'deleting') == 1 then
+  return fail(E.TOPIC_DELETING, meta)  -- no batch begins on a topic being deleted
+end
 local s
 s, bad = load_sink(key)
 if bad then return bad end

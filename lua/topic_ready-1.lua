@@ -6,7 +6,8 @@
   ARGV[1]  inc   the topic incarnation the caller initialised
 
   Returns 1.
-  Errors: STATE_LOST (the topic vanished or was recreated meanwhile), WRONG_TYPE.
+  Errors: STATE_LOST (the topic vanished, was recreated or is being deleted meanwhile),
+    WRONG_TYPE.
 ]]
 --- @include "common"
 
@@ -19,5 +20,8 @@ end
 local inc = t == 'hash' and tostring(redis.call('HGET', key, 'inc'))
 local lost = check_incarnation(inc, ARGV[1])
 if lost then return lost end
+if redis.call('HEXISTS', key, 'deleting') == 1 then
+  return fail(E.STATE_LOST, 'deleted', ARGV[1], inc)
+end
 redis.call('HSET', key, 'ready', 1)
 return 1

@@ -22,8 +22,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis
+
 from .. import _protocol as protocol
-from .._keys import NAME_RE, PRODUCER_GROUP, Keys, validate_name
+from .._keys import NAME_RE, PRODUCER_GROUP, Keys, PartitionKeys, validate_name
 from .._text import text
 from ..errors import InvalidArgumentType, OwnershipConflict
 from .context import Context
@@ -73,7 +75,7 @@ async def delete_topic(context: Context, name: object, *, force: object = False)
     Raises :class:`~fencing.UnknownTopic` if there is no such topic, and
     :class:`~fencing.OwnershipConflict` if it is in use and ``force`` is False (a live
     producer, a waiting one, a consumer's live grant, or a Spark sink with a micro-batch
-    begun and not finished), writing nothing."""
+    begun and not finished), deleting nothing."""
     topic = validate_name("topic", name)
     if not isinstance(force, bool):
         raise InvalidArgumentType(f"force must be a bool, got {type(force).__name__}")
@@ -81,56 +83,74 @@ async def delete_topic(context: Context, name: object, *, force: object = False)
     driver = context.driver(context.settings.socket_timeout)
     budget = context.budget_default()
     meta_key = keys.topic_meta(topic)
-    marked = await driver.execute(protocol.topic.topic_delete(meta_key, topic, "mark"), budget)
-    assert marked is not None
-    partitions, _ = marked
+    partitions, inc, resumed = await driver.execute(
+        protocol.topic.topic_delete(meta_key, topic, "mark"), budget
+    )
+    pks = [keys.partition(topic, p) for p in range(partitions)]
     r = driver.redis
-    found = await _partition_keys(r, keys, topic, partitions)
-    if not force:
-        users = await _users(r, keys, topic, found)
-        if users:
-            await driver.execute(protocol.topic.topic_delete(meta_key, topic, "unmark"), budget)
-            raise OwnershipConflict(
-                f"topic {topic!r} is in use: {'; '.join(users[:5])}"
-                f"{' ...' if len(users) > 5 else ''}. Nothing was deleted. Close those "
-                "handles (or let their leases lapse) and delete again, or pass force=True: "
-                "their next call then raises StateLost",
-                group="",
-                resource=topic,
-                holder_label=users[0],
-                holder_token=0,
-                remaining=0.0,
+    marked = False
+    try:
+        # Each partition takes no new user from here (opens through topic handles made
+        # before are refused too), so the users found below are all there are.
+        for pk in pks:
+            await driver.execute(protocol.topic.partition_delete(pk, inc, "mark"), budget)
+        marked = True
+        found = await _partition_keys(r, keys, topic, partitions)
+        users = [] if force else await _users(r, keys, topic, found)
+    except BaseException:
+        if not resumed:
+            await _unmark(
+                driver, budget, meta_key=meta_key, topic=topic, inc=inc, pks=pks, partitions=marked
             )
-    for p in range(partitions):
-        pk = keys.partition(topic, p)
-        # The metadata first, in its own command: every handle's next call fails from here.
-        await r.unlink(pk.meta)
-        fixed = [
-            pk.stream,
-            pk.owner,
-            pk.shared,
-            pk.waiters,
-            pk.waiting_leases,
-            pk.pids,
-            pk.pid_expiry,
-            pk.names,
-            pk.window,
-            pk.committed,
-        ]
-        await r.unlink(*fixed)
-        more = found[p].keys if p in found else []
+        raise
+    if users:
+        if not resumed:  # (a delete begun before keeps its mark: it must be finished)
+            await _unmark(
+                driver, budget, meta_key=meta_key, topic=topic, inc=inc, pks=pks, partitions=True
+            )
+        finish = (
+            "A delete of this topic was begun and not finished (the topic refuses opens): "
+            "pass force=True to finish it"
+            if resumed
+            else "Nothing was deleted. Close those handles (or let their leases lapse) and "
+            "delete again, or pass force=True: their next call then raises StateLost"
+        )
+        raise OwnershipConflict(
+            f"topic {topic!r} is in use: {'; '.join(users[:5])}"
+            f"{' ...' if len(users) > 5 else ''}. {finish}",
+            group="",
+            resource=topic,
+            holder_label=users[0],
+            holder_token=0,
+            remaining=0.0,
+        )
+    for pk in pks:
+        # The metadata goes first, in the script: every handle's next call fails from here.
+        ours = await driver.execute(protocol.topic.partition_delete(pk, inc, "drop"), budget)
+        more = found[pk.partition].keys if ours and pk.partition in found else []
         for i in range(0, len(more), UNLINK_PAGE):
             await r.unlink(*more[i : i + UNLINK_PAGE])
-    # Keys made since the SCAN (a handle that was live when forced) are found by another.
-    for partition in (await _partition_keys(r, keys, topic, partitions)).values():
-        for i in range(0, len(partition.keys), UNLINK_PAGE):
-            await r.unlink(*partition.keys[i : i + UNLINK_PAGE])
-    await driver.execute(protocol.topic.topic_delete(meta_key, topic, "drop"), budget)
+    await driver.execute(protocol.topic.topic_delete(meta_key, topic, "drop", inc), budget)
 
 
-async def _partition_keys(
-    r: Any, keys: Keys, topic: str, partitions: int
-) -> dict[int, _Partition]:
+async def _unmark(
+    driver: Any,
+    budget: Any,
+    *,
+    meta_key: str,
+    topic: str,
+    inc: str,
+    pks: list[PartitionKeys],
+    partitions: bool,
+) -> None:
+    """Undo a delete's marks (it was refused): the topic and its partitions open again."""
+    if partitions:
+        for pk in pks:
+            await driver.execute(protocol.topic.partition_delete(pk, inc, "unmark"), budget)
+    await driver.execute(protocol.topic.topic_delete(meta_key, topic, "unmark", inc), budget)
+
+
+async def _partition_keys(r: Any, keys: Keys, topic: str, partitions: int) -> dict[int, _Partition]:
     """Every key of the topic's partitions, by partition (one SCAN over the namespace)."""
     prefix = re.escape(f"{keys.namespace}:{{{topic}/")
     shape = re.compile(prefix + r"(\d+)\}:")
@@ -147,38 +167,54 @@ async def _partition_keys(
 
 
 async def _users(r: Any, keys: Keys, topic: str, found: dict[int, _Partition]) -> list[str]:
-    """Who uses the topic now, by server time: a line per live user."""
+    """Who uses the topic now, by server time: a line per live user. A key that cannot be
+    read as what the library keeps there counts as a user (the delete needs force)."""
     seconds, micros = await r.time()
     now = int(seconds) * 1000 + int(micros) // 1000
     users: list[str] = []
     for p, partition in sorted(found.items()):
         pk = keys.partition(topic, p)
-        where = f"partition {p}"
         for key in partition.keys:
-            kind = text(await r.type(key))
-            if key == pk.owner or (key.startswith(pk.base + ":own:") and kind == "hash"):
-                row = {text(k): text(v) for k, v in (await r.hgetall(key)).items()}
-                group = key[len(pk.base + ":own:") :]
-                live = row.get("session") and int(row.get("expires") or 0) > now
-                if live:
-                    who = (
-                        "an exclusive producer"
-                        if group == PRODUCER_GROUP
-                        else f"consumer group {group!r}"
-                    )
-                    users.append(f"{who} ({row.get('label', '')}) holds {where}")
-            elif key == pk.shared and kind == "zset":
-                n = int(await r.zcount(key, f"({now}", "+inf"))
-                if n:
-                    users.append(f"{n} shared producer(s) on {where}")
-            elif key == pk.waiting_leases and kind == "hash":
-                leases = [int(v) for v in (await r.hvals(key))]
-                n = sum(1 for expires in leases if expires > now)
-                if n:
-                    users.append(f"{n} producer(s) waiting for {where}")
-            elif key.startswith(pk.base + ":sink:") and kind == "hash":
-                begun, done = await r.hmget(key, "b", "c")
-                if begun is not None and int(begun) > int(done if done is not None else -1):
-                    app = key[len(pk.base + ":sink:") :]
-                    users.append(f"Spark sink app {app!r} has a batch begun on {where}")
+            try:
+                user = await _user(r, pk, key, now)
+            except (ValueError, redis.ResponseError) as exc:
+                user = f"key {key!r} cannot be read ({exc})"
+            if user:
+                users.append(user)
     return users
+
+
+async def _user(r: Any, pk: PartitionKeys, key: str, now: int) -> str | None:
+    """The user ``key`` of partition ``pk`` stands for, if it is live now."""
+    where = f"partition {pk.partition}"
+    own = pk.base + ":own:"
+    sink = pk.base + ":sink:"
+    if not (key.startswith((own, sink)) or key in (pk.shared, pk.waiting_leases)):
+        return None
+    kind = text(await r.type(key))
+    expected = "zset" if key == pk.shared else "hash"
+    if kind == "none":
+        return None
+    if kind != expected:
+        raise ValueError(f"a Redis {kind}, not a {expected}")
+    if key.startswith(own):
+        row = {text(k): text(v) for k, v in (await r.hgetall(key)).items()}
+        group = key[len(own) :]
+        if row.get("session") and int(row.get("expires") or 0) > now:
+            who = (
+                "an exclusive producer" if group == PRODUCER_GROUP else f"consumer group {group!r}"
+            )
+            return f"{who} ({row.get('label', '')}) holds {where}"
+    elif key == pk.shared:
+        n = int(await r.zcount(key, f"({now}", "+inf"))
+        if n:
+            return f"{n} shared producer(s) on {where}"
+    elif key == pk.waiting_leases:
+        n = sum(1 for expires in await r.hvals(key) if int(expires) > now)
+        if n:
+            return f"{n} producer(s) waiting for {where}"
+    else:
+        begun, done = await r.hmget(key, "b", "c")
+        if begun is not None and int(begun) > int(done if done is not None else -1):
+            return f"Spark sink app {key[len(sink) :]!r} has a batch begun on {where}"
+    return None

@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 
 from .._codes import CODES
 from .._lua_loader import LuaScript
-from ..errors import FencingError, WrongKeyType
+from ..errors import FencingError, UnknownTopic, WrongKeyType
 
 T = TypeVar("T")
 
@@ -56,6 +56,13 @@ def generic_error(reply: ErrorReply) -> FencingError:
             "another program uses this name; choose another namespace or remove that key",
             key=key,
             key_type=key_type,
+        )
+    if reply.code == "TOPIC_DELETING":
+        return UnknownTopic(
+            f"the topic of {reply.fields['key']!r} is being deleted (client.delete_topic "
+            "has not finished): nothing was opened or written. Open it again once the "
+            "delete returns; if the delete was cut short, run it again to finish it",
+            topic="",
         )
     return FencingError(f"unexpected reply from a redis-fencing script: {reply.message}")
 

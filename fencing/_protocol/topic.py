@@ -241,22 +241,49 @@ def topic_open(
     )
 
 
-def topic_delete(key: str, topic: str, step: str) -> ScriptCall[tuple[int, str] | None]:
-    """One step of deleting a topic on its metadata: ``"mark"`` (returns the partition
-    count and incarnation), ``"unmark"`` or ``"drop"`` (return None)."""
+def topic_delete(
+    key: str, topic: str, step: str, incarnation: str = ""
+) -> ScriptCall[tuple[int, str, bool]]:
+    """One step of deleting a topic on its metadata: ``"mark"`` returns the partition
+    count, the incarnation and whether a delete had marked it before; ``"unmark"`` and
+    ``"drop"`` (of ``incarnation`` only) return ``(done, "", False)``."""
 
-    def parse(reply: Any) -> tuple[int, str] | None:
+    def parse(reply: Any) -> tuple[int, str, bool]:
         if step == "mark":
-            partitions, incarnation = reply
-            return int(partitions), text(incarnation)
-        return None
+            partitions, inc, already = reply
+            return int(partitions), text(inc), int(already) == 1
+        return int(reply), "", False
 
     return ScriptCall(
         script=script("topic_delete"),
         keys=(key,),
-        args=(step,),
+        args=(step, incarnation),
         parse=parse,
         error=topic_errors(topic, key),
+    )
+
+
+def partition_delete(pk: PartitionKeys, topic_incarnation: str, step: str) -> ScriptCall[bool]:
+    """One step of deleting a partition (``"mark"``, ``"unmark"``, ``"drop"``), on the
+    topic incarnation given only; True if the partition is of that incarnation."""
+    return ScriptCall(
+        script=script("partition_delete"),
+        keys=(
+            pk.meta,
+            pk.stream,
+            pk.owner,
+            pk.shared,
+            pk.waiters,
+            pk.waiting_leases,
+            pk.pids,
+            pk.pid_expiry,
+            pk.names,
+            pk.window,
+            pk.committed,
+        ),
+        args=(topic_incarnation, step),
+        parse=lambda reply: int(reply) == 1,
+        error=partition_errors(pk),
     )
 
 

@@ -16,7 +16,7 @@ from typing import Literal
 
 from .. import _protocol as protocol
 from .._record import Record
-from .._validate import check_int, read_limits
+from .._validate import MAX_OFFSET, check_int, read_limits
 from ..errors import InvalidArgument, StateLost
 from .metadata import TopicFace, metadata_of
 
@@ -67,7 +67,11 @@ class Reader:
                 raise InvalidArgument(
                     f"end_offset must be an int, 'latest' or None, got {end_offset!r}"
                 )
-            check_int("end_offset", end_offset, minimum=0)
+            if check_int("end_offset", end_offset) > MAX_OFFSET:
+                raise InvalidArgument(
+                    f"end_offset={end_offset} is past the largest offset a partition can "
+                    f"reach ({MAX_OFFSET}): pass an offset, 'latest', or None to tail"
+                )
         start, end = self._meta.offsets(self.partition)
         if start_offset == "earliest":
             position = start
@@ -137,6 +141,9 @@ class Reader:
         if self._end is not None:
             count = min(count, self._end - self._position)
             if count <= 0:
+                # At the end: nothing to read, but the partition is still checked (G9), so a
+                # deleted or recreated topic is reported here as on any other read.
+                self._meta.offsets(self.partition)
                 return []
         records = self._fetch(count, 0)
         if not records and block > 0:

@@ -35,6 +35,17 @@ local function check_partition(meta, seen_inc, seen_next)
   return v, next_offset
 end
 
+-- A partition whose topic is being deleted (topic_delete marked its metadata) takes no new
+-- user: no producer, waiter or incarnation opens, no Spark batch begins. Users already
+-- there go on until the delete refuses (the topic is in use) or removes the metadata.
+-- Returns nil, or an error reply.
+local function refuse_deleting(meta)
+  if redis.call('HEXISTS', meta, 'deleting') == 1 then
+    return fail(E.TOPIC_DELETING, meta)
+  end
+  return nil
+end
+
 -- The producer state expiry and duplicate window of a partition, from its metadata (KEYS
 -- of the caller), checked against the partition incarnation the caller saw (G9). Returns
 -- expiry_ms, window, or nil and an error reply.

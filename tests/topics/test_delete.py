@@ -155,9 +155,7 @@ async def test_deleting_an_unknown_topic_or_with_bad_arguments_writes_nothing(
     assert plain.get(f"{api.namespace}:{{str}}:topic") == b"x"
 
 
-async def test_a_delete_cut_short_refuses_opens_until_it_is_run_again(
-    api: Api, plain: Any
-) -> None:
+async def test_a_delete_cut_short_refuses_opens_until_it_is_run_again(api: Api, plain: Any) -> None:
     """The process deleting died after it marked the topic: opening it is refused (a new
     handle: UnknownTopic saying so; one that saw the topic: StateLost), and running the
     delete again finishes it; then the name is free."""

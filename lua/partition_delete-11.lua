@@ -1,0 +1,44 @@
+--[[
+  partition_delete: the steps of deleting one partition of a topic (see topic_delete),
+  each only on the topic incarnation being deleted: a partition of another incarnation (a
+  topic made again after an earlier delete finished) is never touched.
+
+  KEYS[1]  the partition metadata (hash)       <ns>:{<topic>/<p>}:part
+  KEYS[2..11]  the partition's other fixed keys: log, exclusive-producer row, shared,
+           waiters, waiter leases, pids, pid expiry, names, duplicate windows, committed
+  ARGV[1]  topic_inc  the incarnation of the topic being deleted
+  ARGV[2]  step   'mark': take no new user (producer_open, pid_open, partition_open and
+                  sink_begin refuse); 'unmark': the delete was refused; 'drop': remove the
+                  keys, the metadata with them (a partition already without metadata had
+                  it removed by this delete, or by one of the same incarnation cut short)
+
+  Returns 1 if the partition is (or was) of that incarnation, 0 if not (nothing touched).
+  Errors: WRONG_TYPE, BAD_ARGUMENT.
+]]
+--- @include "common"
+
+local meta, topic_inc, step = KEYS[1], ARGV[1], ARGV[2]
+local t = key_type(meta)
+if t ~= 'none' and t ~= 'hash' then
+  return fail(E.WRONG_TYPE, t, meta)
+end
+local stored = t == 'hash' and redis.call('HGET', meta, 'topic_inc')
+if t == 'hash' and stored ~= topic_inc then
+  return 0
+end
+if step == 'mark' then
+  if t == 'hash' then
+    redis.call('HSET', meta, 'deleting', 1)
+  end
+  return 1
+elseif step == 'unmark' then
+  if t == 'hash' then
+    redis.call('HDEL', meta, 'deleting')
+  end
+  return 1
+elseif step == 'drop' then
+  local spread = unpack or table.unpack  -- (Lua 5.1's global; table.unpack in fakeredis's)
+  redis.call('UNLINK', spread(KEYS))
+  return 1
+end
+return fail(E.BAD_ARGUMENT, 'step', step)
