@@ -362,8 +362,15 @@ def test_status_without_topic_shows_topics_elections_and_groups(
         code, out, err = run(capsys, "status", "--json", *at(server, namespace))
         assert (code, err) == (0, "")
         status = json.loads(out)
-    assert list(status) == ["namespace", "server_time_ms", "topics", "elections", "groups"]
-    assert status["namespace"] == namespace
+    assert list(status) == [
+        "namespace",
+        "server_time_ms",
+        "topics",
+        "elections",
+        "groups",
+        "skipped",
+    ]
+    assert (status["namespace"], status["skipped"]) == (namespace, [])
     assert [t["name"] for t in status["topics"]] == ["events", "orders"]
     assert [(e["name"], e["leader"], e["token"]) for e in status["elections"]] == [
         ("scheduler", "host-a", 1)
