@@ -18,7 +18,7 @@ from ..errors import InvalidArgument
 from ._argtypes import partition
 from ._connect import connect
 from ._elections import print_elections
-from ._output import lease, print_json, table, when
+from ._output import duration, lease, print_json, table, when
 
 if TYPE_CHECKING:
     from ._command import AddCommand
@@ -44,7 +44,8 @@ def register(add: AddCommand) -> None:
         "             its session, the row's fencing TOKEN and its LEASE\n"
         "Without TOPIC: the topics, the elections (as 'fencing elections') and one line per\n"
         "consumer group and topic with the total lag.\n\n"
-        "Leases are shown in ms left by the server's clock (TIME). Nothing is written.",
+        "Leases are shown by the server's clock (TIME) as the time left ('expires in 8.2s')\n"
+        "or since they lapsed ('lapsed 11m 34s ago'). Nothing is written.",
         _status,
     )
     status.add_argument("topic", metavar="TOPIC", nargs="?", help="a topic (default: all)")
@@ -173,7 +174,7 @@ def _print_partition(p: insp.PartitionStatus) -> None:
     )
     print(f"  waiters (FIFO): {p.waiter_count}" + (f": {waiters}" if waiters else ""))
     for pid in p.pids:
-        age = "never" if pid.last_write_age_ms is None else f"{pid.last_write_age_ms} ms ago"
+        age = "never" if pid.last_write_age_ms is None else f"{duration(pid.last_write_age_ms)} ago"
         print(
             f"  pid {pid.pid}: generation {pid.generation}, last sequence {pid.last_sequence}, "
             f"last write {age}, window {pid.window}" + (" (expired)" if pid.expired else "")
