@@ -1,5 +1,5 @@
-"""How the commands print: JSON, bytes as text, durations, leases, times and aligned
-tables. Every duration the commands print goes through :func:`duration`.
+"""How the commands print: JSON, bytes as text, durations, leases, times, offsets and
+aligned tables. Every duration the commands print goes through :func:`duration`.
 
 >>> lease(1500), lease(-694_122)
 ('expires in 1.5s', 'lapsed 11m 34s ago')
@@ -61,6 +61,21 @@ def duration(ms: int) -> str:
 def lease(left_ms: int) -> str:
     """A lease by when it expires, or how long ago it lapsed (at or below 0 ms left)."""
     return f"expires in {duration(left_ms)}" if left_ms > 0 else f"lapsed {duration(-left_ms)} ago"
+
+
+def offsets(start: int, end: int) -> str:
+    """What a partition holds, from its first retained offset and its next offset.
+
+    >>> offsets(0, 3)
+    'holds offsets 0 to 2 (next offset 3)'
+    >>> offsets(4, 5), offsets(5, 5)
+    ('holds offset 4 (next offset 5)', 'holds no records (next offset 5)')
+    """
+    if start == end:
+        return f"holds no records (next offset {end})"
+    if end == start + 1:
+        return f"holds offset {start} (next offset {end})"
+    return f"holds offsets {start} to {end - 1} (next offset {end})"
 
 
 def when(ms: int) -> str:

@@ -18,7 +18,7 @@ from ..errors import InvalidArgument
 from ._argtypes import partition
 from ._connect import connect
 from ._elections import print_elections
-from ._output import duration, lease, print_json, table, when
+from ._output import duration, lease, offsets, print_json, table, when
 
 if TYPE_CHECKING:
     from ._command import AddCommand
@@ -154,11 +154,12 @@ def _print_partition(p: insp.PartitionStatus) -> None:
             "on it raises StateLost"
         )
         return
+    # An empty partition's log holds nothing either (unless the server lost state).
+    empty = p.start_offset == p.next_offset and not p.retained
+    retained = "" if empty else f", {p.retained} record(s) retained"
+    held = offsets(p.start_offset, p.next_offset)
     limit = f", max_len {p.max_len}" if p.max_len else ""
-    print(
-        f"partition {p.partition}: start {p.start_offset}, next {p.next_offset}, "
-        f"{p.retained} record(s) retained{limit}"
-    )
+    print(f"partition {p.partition}: {held}{retained}{limit}")
     holder = "none"
     if p.holder is not None:
         h = p.holder

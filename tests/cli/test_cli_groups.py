@@ -102,7 +102,7 @@ def test_status_topic_shows_each_group_owner_committed_offset_and_lag(
     )
     # The topic's own lines are still there, above.
     assert out.startswith(f"topic 'orders' in namespace '{namespace}': 2 partition(s)")
-    assert "partition 0: start 0, next 12, 12 record(s) retained" in out
+    assert "partition 0: holds offsets 0 to 11 (next offset 12), 12 record(s) retained" in out
 
     code, out, err = run(capsys, "status", "orders", "--json", *at(server, namespace))
     assert (code, err) == (0, "")

@@ -1,11 +1,11 @@
-"""How the ``fencing`` command prints durations and leases (``fencing.cli._output``): exact
-strings, no server."""
+"""How the ``fencing`` command prints durations, leases and what a partition holds
+(``fencing.cli._output``): exact strings, no server."""
 
 from __future__ import annotations
 
 import pytest
 
-from fencing.cli._output import duration, lease
+from fencing.cli._output import duration, lease, offsets
 
 SECOND = 1_000
 MINUTE = 60 * SECOND
@@ -58,3 +58,17 @@ def test_duration(ms: int, shown: str) -> None:
 )
 def test_lease(left_ms: int, shown: str) -> None:
     assert lease(left_ms) == shown
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "shown"),
+    [
+        (0, 0, "holds no records (next offset 0)"),
+        (7, 7, "holds no records (next offset 7)"),
+        (0, 1, "holds offset 0 (next offset 1)"),
+        (0, 3, "holds offsets 0 to 2 (next offset 3)"),
+        (5, 12, "holds offsets 5 to 11 (next offset 12)"),
+    ],
+)
+def test_offsets(start: int, end: int, shown: str) -> None:
+    assert offsets(start, end) == shown
