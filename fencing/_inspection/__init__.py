@@ -41,11 +41,12 @@ from .partitions import (
     TopicStatus,
     topic_status,
 )
-from .reading import LIST_LIMIT, SkippedKey, server_time_ms
+from .reading import LIST_LIMIT, UNKNOWN_TYPE, SkippedKey, server_time_ms
 from .topics import TopicMeta, topic_meta, topics
 
 __all__ = [
     "LIST_LIMIT",
+    "UNKNOWN_TYPE",
     "Candidate",
     "ElectionStatus",
     "GroupPartition",

@@ -43,7 +43,9 @@ def register(add: AddCommand) -> None:
         "  OWNER      the member holding the partition's row (state live, lapsed or free),\n"
         "             its session, the row's fencing TOKEN and its LEASE\n"
         "Without TOPIC: the topics, the elections (as 'fencing elections') and one line per\n"
-        "consumer group and topic with the total lag.\n\n"
+        "consumer group and topic with the total lag. A key of another Redis type where\n"
+        "redis-fencing keeps state (another program wrote it) is skipped and named at the\n"
+        "end, and what it is about is left out; with TOPIC it is an error naming the key.\n\n"
         "Leases are shown by the server's clock (TIME) as the time left ('expires in 8.2s')\n"
         "or since they lapsed ('lapsed 11m 34s ago'). Nothing is written.",
         _status,
@@ -86,9 +88,10 @@ def _status_namespace(args: argparse.Namespace) -> int:
         print_json(dataclasses.asdict(status))
         return 0
     names = {g.group for g in status.groups}
+    skipped = f", {len(status.skipped)} key(s) skipped" if status.skipped else ""
     print(
         f"namespace {status.namespace!r}: {len(status.topics)} topic(s), "
-        f"{len(status.elections)} election(s), {len(names)} consumer group(s)"
+        f"{len(status.elections)} election(s), {len(names)} consumer group(s){skipped}"
     )
     if status.topics:
         print("topics:")
@@ -117,7 +120,21 @@ def _status_namespace(args: argparse.Namespace) -> int:
         table(("GROUP", "TOPIC", "PARTITIONS", "OWNED", "LAG"), rows)
     else:
         print("consumer groups: none")
+    _print_skipped(status.skipped)
     return 0
+
+
+def _print_skipped(skipped: list[insp.SkippedKey]) -> None:
+    """The keys of the wrong type the listing skipped, one line each (nothing if none)."""
+    if not skipped:
+        return
+    print(
+        "skipped keys of the wrong type (another program wrote them where redis-fencing "
+        "keeps state; remove them or choose another namespace):"
+    )
+    for k in skipped:
+        held = "another Redis type" if k.key_type == insp.UNKNOWN_TYPE else f"a Redis {k.key_type}"
+        print(f"  {k.key!r} ({k.what}) holds {held}, not a {k.expected}: {k.left_out} not listed")
 
 
 def _print_groups(groups: list[insp.GroupStatus]) -> None:
