@@ -7,10 +7,15 @@ dicts. Leases are judged by the *server's* clock (one ``TIME`` read with each sn
 never by the caller's (G7). ``fencing status``, ``fencing owners`` and ``fencing elections``
 print these.
 
+A key that holds another Redis type than the library keeps there (another program wrote
+it) raises :class:`~fencing.WrongKeyType` naming it, never a raw ``WRONGTYPE`` reply; the
+namespace listing skips it instead, lists the rest and names it (:class:`SkippedKey`).
+
 One module per view: :mod:`.topics` (topic metadata), :mod:`.partitions` (offsets,
 epochs, producers, PIDs), :mod:`.ownership` (ownership rows), :mod:`.elections`,
 :mod:`.groups` (consumer groups and their lag), :mod:`.namespace` (all of it at a glance);
-:mod:`.reading` holds what they share (bounded steps, reply decoding, the server's clock).
+:mod:`.reading` holds what they share (bounded steps, reply decoding, the server's clock,
+keys of the wrong type).
 
 >>> import redis
 >>> from fencing import _inspection as insp
@@ -36,11 +41,12 @@ from .partitions import (
     TopicStatus,
     topic_status,
 )
-from .reading import LIST_LIMIT, server_time_ms
+from .reading import LIST_LIMIT, UNKNOWN_TYPE, SkippedKey, server_time_ms
 from .topics import TopicMeta, topic_meta, topics
 
 __all__ = [
     "LIST_LIMIT",
+    "UNKNOWN_TYPE",
     "Candidate",
     "ElectionStatus",
     "GroupPartition",
@@ -52,6 +58,7 @@ __all__ = [
     "OwnerRow",
     "PartitionStatus",
     "PidInfo",
+    "SkippedKey",
     "TopicMeta",
     "TopicStatus",
     "consumer_groups",

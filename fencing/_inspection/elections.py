@@ -18,7 +18,19 @@ import redis
 from .._keys import ELECTION_GROUP, Keys, validate_name
 from .._text import text
 from .ownership import owner_row
-from .reading import LIST_LIMIT, PIPELINE_CHUNK, SCAN_COUNT, decode_hash, server_time_ms, to_int
+from .reading import (
+    LIST_LIMIT,
+    PIPELINE_CHUNK,
+    SCAN_COUNT,
+    Key,
+    Reads,
+    SkippedKey,
+    decode_hash,
+    first_wrong,
+    server_time_ms,
+    skip,
+    to_int,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +74,18 @@ class ElectionStatus:
 
 
 def elections(
-    r: redis.Redis, keys: Keys, names: Iterable[str] | None = None
+    r: redis.Redis,
+    keys: Keys,
+    names: Iterable[str] | None = None,
+    *,
+    skipped: list[SkippedKey] | None = None,
 ) -> list[ElectionStatus]:
     """Every election of the namespace, or those of ``names`` that exist; sorted by name.
 
     Found with ``SCAN MATCH <ns>:{*}:own:__election__`` like :func:`owners`. A candidate
-    counts while its register entry's lease runs by server time.
+    counts while its register entry's lease runs by server time. A key of an election
+    that holds another Redis type raises :class:`~fencing.WrongKeyType`; given a
+    ``skipped`` list, that election is left out and the key added to the list instead.
     """
     if names is None:
         pattern = keys.ownership_pattern(ELECTION_GROUP)
@@ -84,17 +102,23 @@ def elections(
         # The time first: the candidates' count needs it, and the rows are judged by it.
         now = server_time_ms(r)
         live = f"({now}"
-        pipe = r.pipeline(transaction=False)
+        reads = Reads(r)
         for name in chunk:
-            register = keys.election_candidates(name)
-            pipe.hgetall(keys.ownership(ELECTION_GROUP, name))
-            pipe.zcount(register, live, "+inf")
-            pipe.zrangebyscore(register, live, "+inf", start=0, num=LIST_LIMIT, withscores=True)
-        replies = pipe.execute()
+            row = Key(keys.ownership(ELECTION_GROUP, name), "hash", f"the row of election {name!r}")
+            register = Key(
+                keys.election_candidates(name), "zset", f"the candidates of election {name!r}"
+            )
+            reads.hgetall(row)
+            reads.zcount(register, live, "+inf")
+            reads.zrangebyscore(register, live, "+inf", num=LIST_LIMIT)
+        replies = reads.replies()
         for j, name in enumerate(chunk):
-            row, count, listed = replies[3 * j : 3 * j + 3]
-            if row:  # else never created, or deleted after the SCAN
-                out.append(_election(name, decode_hash(row), int(count), listed, now))
+            got, count, listed = replies[3 * j : 3 * j + 3]
+            wrong = first_wrong((got, count, listed))
+            if wrong is not None:
+                skip(skipped, wrong, f"election {name!r}")
+            elif got:  # else never created, or deleted after the SCAN
+                out.append(_election(name, decode_hash(got), int(count), listed, now))
     return out
 
 

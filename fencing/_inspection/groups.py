@@ -13,13 +13,25 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
 from .._keys import NAME_RE, RESERVED_PREFIX, Keys, decode_resource, encode_resource
 from .._text import text
-from .ownership import OwnerRow, owner_row
-from .reading import PIPELINE_CHUNK, SCAN_COUNT, decode_hash, time_ms, to_int
+from .ownership import OwnerRow, owner_row, row_key
+from .reading import (
+    PIPELINE_CHUNK,
+    SCAN_COUNT,
+    Reads,
+    SkippedKey,
+    WrongType,
+    decode_hash,
+    partition_key,
+    skip,
+    time_ms,
+    to_int,
+)
 from .topics import TopicMeta, topic_meta, wanted_partitions
 
 # The partition number of a consumer resource "<topic>/<p>", written as the library writes it.
@@ -85,6 +97,7 @@ def consumer_groups(
     A group's rows are (group, ``"<topic>/<p>"``), found with one ``SCAN MATCH
     <ns>:{<topic>/*}:own:*``; committed offsets are read from each partition's hash.
     Groups whose names start with ``__`` (the library's own rows) are not consumer groups.
+    A key that holds another Redis type raises :class:`~fencing.WrongKeyType`.
     """
     meta = topic_meta(r, keys, topic, where=where)
     wanted = wanted_partitions(meta, partitions)
@@ -133,45 +146,40 @@ def topic_groups(
     meta: TopicMeta,
     wanted: Iterable[int],
     rows: ConsumerRows,
+    *,
+    skipped: list[SkippedKey] | None = None,
 ) -> list[GroupStatus]:
     """The groups of topic ``meta`` on the ``wanted`` partitions, given the ownership
-    ``rows`` found by :func:`consumer_rows`, sorted by group."""
+    ``rows`` found by :func:`consumer_rows`, sorted by group.
+
+    A key that holds another Redis type raises :class:`~fencing.WrongKeyType`; given a
+    ``skipped`` list, what it is about is left out instead (a partition's metadata or
+    committed offsets: that partition in every group; an ownership row: that partition in
+    that group) and the key added to the list.
+    """
     parts = list(wanted)
     per_group: dict[str, list[GroupPartition]] = {}
     for i in range(0, len(parts), PIPELINE_CHUNK):
         chunk = parts[i : i + PIPELINE_CHUNK]
-        pipe = r.pipeline(transaction=False)
-        pipe.time()
+        reads = Reads(r).time()
         owners_of: dict[int, list[str]] = {}
         for p in chunk:
             pk = keys.partition(meta.name, p)
-            pipe.hmget(pk.meta, ["inc", "start", "next"])
-            pipe.hgetall(pk.committed)
+            reads.hmget(partition_key(pk, pk.meta, "hash", "metadata"), ["inc", "start", "next"])
+            reads.hgetall(partition_key(pk, pk.committed, "hash", "committed offsets"))
             owners_of[p] = sorted(rows.get((meta.name, p), ()))
             for group in owners_of[p]:
-                pipe.hgetall(keys.ownership(group, pk.resource))
-        replies = iter(pipe.execute())
+                reads.hgetall(row_key(keys, group, pk.resource))
+        replies = iter(reads.replies())
         now = time_ms(next(replies))
         for p in chunk:
-            inc, start, end = (None if v is None else text(v) for v in next(replies))
-            committed = decode_hash(next(replies))
-            owned = {group: decode_hash(next(replies)) for group in owners_of[p]}
-            groups = {g for g in committed if NAME_RE.fullmatch(g)} | {
-                g for g, row in owned.items() if row
-            }
-            for group in groups:
-                row = owned.get(group)
-                per_group.setdefault(group, []).append(
-                    _group_partition(
-                        p,
-                        present=inc is not None,
-                        start=to_int(start),
-                        end=to_int(end),
-                        committed=committed.get(group),
-                        token=committed.get(group + "#t"),
-                        owner=owner_row(group, f"{meta.name}/{p}", row, now) if row else None,
-                    )
-                )
+            offsets, committed = next(replies), next(replies)
+            owned = {group: next(replies) for group in owners_of[p]}
+            found = _partition_groups(
+                meta.name, p, (offsets, committed, owned), now=now, skipped=skipped
+            )
+            for group, gp in found.items():
+                per_group.setdefault(group, []).append(gp)
     out: list[GroupStatus] = []
     for group in sorted(per_group):
         listed = sorted(per_group[group], key=lambda gp: gp.partition)
@@ -183,6 +191,48 @@ def topic_groups(
                 owned=sum(1 for gp in listed if gp.owner is not None and gp.owner.state == "live"),
                 partitions=listed,
             )
+        )
+    return out
+
+
+def _partition_groups(
+    topic: str,
+    p: int,
+    replies: tuple[Any, Any, dict[str, Any]],
+    *,
+    now: int,
+    skipped: list[SkippedKey] | None,
+) -> dict[str, GroupPartition]:
+    """Partition ``p`` of ``topic`` in each group, from the ``replies`` of its metadata
+    (HMGET inc start next), of its committed offsets and of each group's ownership row."""
+    offsets, committed_reply, owned_replies = replies
+    wrong = [reply for reply in (offsets, committed_reply) if isinstance(reply, WrongType)]
+    for w in wrong:
+        skip(skipped, w, f"partition {p} of topic {topic!r} in every consumer group")
+    if wrong:
+        return {}
+    inc, start, end = (None if v is None else text(v) for v in offsets)
+    committed = decode_hash(committed_reply)
+    owned: dict[str, dict[str, str]] = {}
+    left_out: set[str] = set()
+    for group, reply in owned_replies.items():
+        if isinstance(reply, WrongType):
+            skip(skipped, reply, f"partition {p} of topic {topic!r} in consumer group {group!r}")
+            left_out.add(group)
+        else:
+            owned[group] = decode_hash(reply)
+    groups = {g for g in committed if NAME_RE.fullmatch(g)} | {g for g, row in owned.items() if row}
+    out: dict[str, GroupPartition] = {}
+    for group in groups - left_out:
+        row = owned.get(group)
+        out[group] = _group_partition(
+            p,
+            present=inc is not None,
+            start=to_int(start),
+            end=to_int(end),
+            committed=committed.get(group),
+            token=committed.get(group + "#t"),
+            owner=owner_row(group, f"{topic}/{p}", row, now) if row else None,
         )
     return out
 

@@ -1,4 +1,5 @@
-"""A namespace at a glance: its topics, elections and consumer groups.
+"""A namespace at a glance: its topics, elections and consumer groups, and the keys of the
+wrong type it skipped.
 
 >>> import redis
 >>> from fencing._keys import Keys
@@ -17,29 +18,42 @@ import redis
 from .._keys import Keys
 from .elections import ElectionStatus, elections
 from .groups import GroupStatus, consumer_rows, topic_groups
-from .reading import server_time_ms
+from .reading import SkippedKey, server_time_ms
 from .topics import TopicMeta, topics
 
 
 @dataclass(frozen=True, slots=True)
 class NamespaceStatus:
-    """Everything of a namespace at a glance: topics, elections and consumer groups."""
+    """Everything of a namespace at a glance: topics, elections and consumer groups.
+
+    ``skipped`` lists the keys that hold another Redis type than redis-fencing keeps there
+    (another program wrote them), each with what it left out of the listing.
+    """
 
     namespace: str
     server_time_ms: int
     topics: list[TopicMeta]
     elections: list[ElectionStatus]
     groups: list[GroupStatus]
+    skipped: list[SkippedKey]
 
 
 def namespace_status(r: redis.Redis, keys: Keys) -> NamespaceStatus:
-    """The topics, elections and consumer groups (of every ready topic) of a namespace."""
+    """The topics, elections and consumer groups (of every ready topic) of a namespace.
+
+    A key of the wrong type does not fail the listing: what it is about (a topic, an
+    election, a partition in consumer groups) is left out, and the key is listed in
+    ``skipped``.
+    """
     now = server_time_ms(r)
-    metas = topics(r, keys)
+    skipped: list[SkippedKey] = []
+    metas = topics(r, keys, skipped=skipped)
     rows = consumer_rows(r, keys, f"{keys.namespace}:{{*}}:own:*")
     groups: list[GroupStatus] = []
     for meta in metas:
         if meta.ready:
-            groups.extend(topic_groups(r, keys, meta, range(meta.partitions), rows))
+            wanted = range(meta.partitions)
+            groups.extend(topic_groups(r, keys, meta, wanted, rows, skipped=skipped))
     groups.sort(key=lambda g: (g.group, g.topic))
-    return NamespaceStatus(keys.namespace, now, metas, elections(r, keys), groups)
+    found = elections(r, keys, skipped=skipped)
+    return NamespaceStatus(keys.namespace, now, metas, found, groups, skipped)

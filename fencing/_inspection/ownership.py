@@ -15,7 +15,7 @@ import redis
 
 from .._keys import Keys, validate_name, validate_resource
 from .._text import text
-from .reading import PIPELINE_CHUNK, SCAN_COUNT, decode_hash, time_ms, to_int
+from .reading import PIPELINE_CHUNK, SCAN_COUNT, Key, Reads, decode_hash, time_ms, to_int
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,18 +56,21 @@ def owner_row(group: str, resource: str, row: dict[str, str], now: int) -> Owner
     )
 
 
+def row_key(keys: Keys, group: str, resource: str) -> Key:
+    """The :class:`Key` of the ownership row (``group``, ``resource``)."""
+    return Key(keys.ownership(group, resource), "hash", _row_what(group, resource))
+
+
 def ownership_row(r: redis.Redis, keys: Keys, group: str, resource: str) -> OwnerRow | None:
-    """One row of the ownership table, or None if it was never created.
+    """One row of the ownership table, or None if it was never created;
+    :class:`~fencing.WrongKeyType` if its key holds another Redis type.
 
     >>> ownership_row(r, Keys("fencing"), "journal", "orders/0").token  # doctest: +SKIP
     7
     """
     group = validate_name("group", group, allow_reserved=True)
     resource = validate_resource(resource)
-    pipe = r.pipeline(transaction=False)
-    pipe.time()
-    pipe.hgetall(keys.ownership(group, resource))
-    time_reply, reply = pipe.execute()
+    time_reply, reply = Reads(r).time().hgetall(row_key(keys, group, resource)).execute()
     row = decode_hash(reply)
     if not row:
         return None
@@ -75,27 +78,33 @@ def ownership_row(r: redis.Redis, keys: Keys, group: str, resource: str) -> Owne
 
 
 def owners(r: redis.Redis, keys: Keys, group: str) -> list[OwnerRow]:
-    """Every row of a group's ownership table, sorted by resource.
+    """Every row of a group's ownership table, sorted by resource; a row whose key holds
+    another Redis type raises :class:`~fencing.WrongKeyType`.
 
     Found with ``SCAN MATCH <ns>:{*}:own:<group>`` in bounded steps (never KEYS, which
     would stall the server and every lease on it).
     """
     group = validate_name("group", group, allow_reserved=True)
     pattern = keys.ownership_pattern(group)
-    found = sorted({text(k) for k in r.scan_iter(match=pattern, count=SCAN_COUNT)})
+    found: list[tuple[str, str]] = []
+    for key in sorted({text(k) for k in r.scan_iter(match=pattern, count=SCAN_COUNT)}):
+        resource = keys.ownership_resource(group, key)
+        if resource is not None:  # else a key that only looks like a row
+            found.append((resource, key))
     rows: list[OwnerRow] = []
     for i in range(0, len(found), PIPELINE_CHUNK):
         chunk = found[i : i + PIPELINE_CHUNK]
-        pipe = r.pipeline(transaction=False)
-        pipe.time()
-        for key in chunk:
-            pipe.hgetall(key)
-        time_reply, *replies = pipe.execute()
+        reads = Reads(r).time()
+        for resource, key in chunk:
+            reads.hgetall(Key(key, "hash", _row_what(group, resource)))
+        time_reply, *replies = reads.execute()
         now = time_ms(time_reply)
-        for key, reply in zip(chunk, replies, strict=True):
-            resource = keys.ownership_resource(group, key)
+        for (resource, _), reply in zip(chunk, replies, strict=True):
             row = decode_hash(reply)
-            # An empty row was deleted after the SCAN.
-            if row and resource is not None:
+            if row:  # else deleted after the SCAN
                 rows.append(owner_row(group, resource, row, now))
     return sorted(rows, key=lambda row: row.resource)
+
+
+def _row_what(group: str, resource: str) -> str:
+    return f"the ownership row of {resource!r} in group {group!r}"

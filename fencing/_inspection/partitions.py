@@ -20,7 +20,16 @@ from .._keys import Keys
 from .._protocol.producer import decode_pid_state
 from .._protocol.topic import DEFAULT_DEDUP_WINDOW, DEFAULT_PID_EXPIRY_MS
 from .._text import text
-from .reading import LIST_LIMIT, PIPELINE_CHUNK, decode_hash, server_time_ms, time_ms, to_int
+from .reading import (
+    LIST_LIMIT,
+    PIPELINE_CHUNK,
+    Reads,
+    decode_hash,
+    partition_key,
+    server_time_ms,
+    time_ms,
+    to_int,
+)
 from .topics import TopicMeta, topic_meta, wanted_partitions
 
 _MODES = {"x": "exclusive", "s": "shared", "": "none"}
@@ -133,7 +142,8 @@ def topic_status(
     """The status of a topic's partitions (all by default). Read-only.
 
     PID states older than the partition's own producer state expiry are marked expired (the
-    scripts treat them as gone even before they remove them).
+    scripts treat them as gone even before they remove them). A key of the topic or of a
+    partition that holds another Redis type raises :class:`~fencing.WrongKeyType`.
 
     >>> topic_status(r, Keys("fencing"), "orders", [0]).partitions[0].mode  # doctest: +SKIP
     'exclusive'
@@ -144,21 +154,22 @@ def topic_status(
     out: list[PartitionStatus] = []
     for i in range(0, len(wanted), PIPELINE_CHUNK):
         chunk = wanted[i : i + PIPELINE_CHUNK]
-        pipe = r.pipeline(transaction=False)
-        pipe.time()
+        reads = Reads(r).time()
         for p in chunk:
             pk = keys.partition(meta.name, p)
-            pipe.hgetall(pk.meta)
-            pipe.xlen(pk.stream)
-            pipe.hgetall(pk.owner)
-            pipe.zcard(pk.shared)
-            pipe.zrange(pk.shared, 0, LIST_LIMIT - 1, withscores=True)
-            pipe.zcard(pk.waiters)
-            pipe.zrange(pk.waiters, 0, LIST_LIMIT - 1)
-            pipe.hgetall(pk.waiting_leases)
-            pipe.hgetall(pk.pids)
-            pipe.hgetall(pk.names)
-        replies = pipe.execute()
+            shared = partition_key(pk, pk.shared, "zset", "shared producers")
+            waiters = partition_key(pk, pk.waiters, "zset", "waiting producers")
+            reads.hgetall(partition_key(pk, pk.meta, "hash", "metadata"))
+            reads.xlen(partition_key(pk, pk.stream, "stream", "log"))
+            reads.hgetall(partition_key(pk, pk.owner, "hash", "exclusive-producer row"))
+            reads.zcard(shared)
+            reads.zrange(shared, 0, LIST_LIMIT - 1, withscores=True)
+            reads.zcard(waiters)
+            reads.zrange(waiters, 0, LIST_LIMIT - 1)
+            reads.hgetall(partition_key(pk, pk.waiting_leases, "hash", "waiters' leases"))
+            reads.hgetall(partition_key(pk, pk.pids, "hash", "producer id states"))
+            reads.hgetall(partition_key(pk, pk.names, "hash", "producer names"))
+        replies = reads.execute()
         now = time_ms(replies[0])
         per = _REPLIES_PER_PARTITION
         for j, p in enumerate(chunk):

@@ -18,7 +18,17 @@ import redis
 from .._keys import NAME_RE, Keys, validate_name
 from .._text import text
 from ..errors import InvalidArgument, UnknownTopic
-from .reading import PIPELINE_CHUNK, SCAN_COUNT, decode_hash, to_int
+from .reading import (
+    PIPELINE_CHUNK,
+    SCAN_COUNT,
+    Key,
+    Reads,
+    SkippedKey,
+    WrongType,
+    decode_hash,
+    skip,
+    to_int,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +50,14 @@ def _unknown(keys: Keys, topic: str, where: str) -> UnknownTopic:
     )
 
 
+def meta_key(keys: Keys, topic: str) -> Key:
+    """The :class:`Key` of a topic's metadata hash."""
+    return Key(keys.topic_meta(topic), "hash", f"the metadata of topic {topic!r}")
+
+
 def topic_meta(r: redis.Redis, keys: Keys, topic: str, *, where: str = "") -> TopicMeta:
-    """A topic's metadata; :class:`~fencing.UnknownTopic` if there is none (nothing is created).
+    """A topic's metadata; :class:`~fencing.UnknownTopic` if there is none (nothing is
+    created), :class:`~fencing.WrongKeyType` if its key holds another Redis type.
 
     ``where`` (the server, say) is put in the error message.
 
@@ -49,7 +65,8 @@ def topic_meta(r: redis.Redis, keys: Keys, topic: str, *, where: str = "") -> To
     4
     """
     name = validate_name("topic", topic)
-    row = decode_hash(r.hgetall(keys.topic_meta(name)))
+    [reply] = Reads(r).hgetall(meta_key(keys, name)).execute()
+    row = decode_hash(reply)
     if not row:
         raise _unknown(keys, name, where or "no topic metadata")
     return meta_from_row(name, row)
@@ -79,10 +96,14 @@ def wanted_partitions(meta: TopicMeta, partitions: Iterable[int] | None) -> list
     return wanted
 
 
-def topics(r: redis.Redis, keys: Keys) -> list[TopicMeta]:
+def topics(
+    r: redis.Redis, keys: Keys, *, skipped: list[SkippedKey] | None = None
+) -> list[TopicMeta]:
     """Every topic of the namespace (ready or still being created), sorted by name.
 
-    Found with ``SCAN MATCH <ns>:{*}:topic`` in bounded steps.
+    Found with ``SCAN MATCH <ns>:{*}:topic`` in bounded steps. A metadata key of another
+    Redis type raises :class:`~fencing.WrongKeyType`; given a ``skipped`` list, that topic
+    is left out and the key added to the list instead.
     """
     head, tail = f"{keys.namespace}:{{", "}:topic"
     names: set[str] = set()
@@ -96,10 +117,13 @@ def topics(r: redis.Redis, keys: Keys) -> list[TopicMeta]:
     out: list[TopicMeta] = []
     for i in range(0, len(found), PIPELINE_CHUNK):
         chunk = found[i : i + PIPELINE_CHUNK]
-        pipe = r.pipeline(transaction=False)
+        reads = Reads(r)
         for name in chunk:
-            pipe.hgetall(keys.topic_meta(name))
-        for name, reply in zip(chunk, pipe.execute(), strict=True):
+            reads.hgetall(meta_key(keys, name))
+        for name, reply in zip(chunk, reads.replies(), strict=True):
+            if isinstance(reply, WrongType):
+                skip(skipped, reply, f"topic {name!r}")
+                continue
             row = decode_hash(reply)
             if row:  # else deleted after the SCAN
                 out.append(meta_from_row(name, row))

@@ -195,10 +195,17 @@ def partition_errors(pk: PartitionKeys) -> Any:
 
 def out_of_range(pk: PartitionKeys, requested: int, start: int, end: int) -> OffsetOutOfRange:
     """The OffsetOutOfRange error of a partition."""
+    if start == end:
+        held = f"it holds no records (next offset {end}); use 'earliest' or 'latest'"
+    else:
+        which = f"offset {start}" if end == start + 1 else f"offsets {start} to {end - 1}"
+        held = (
+            f"it holds {which} (next offset {end}); use 'earliest', 'latest' or an offset "
+            "in that range"
+        )
     return OffsetOutOfRange(
         f"offset {requested} is out of range for partition {pk.partition} of topic "
-        f"{pk.topic!r}: it holds offsets {start} to {end - 1} (next offset {end}); use "
-        "'earliest', 'latest' or an offset in that range",
+        f"{pk.topic!r}: {held}",
         requested=requested,
         start=start,
         end=end,

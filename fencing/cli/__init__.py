@@ -14,7 +14,10 @@
 Every command takes ``--url``, ``--namespace``, ``--embedded`` (a private throwaway server
 on loopback, stopped on exit) and ``--json``. ``status``, ``owners``, ``elections`` and
 ``tail`` only read; ``release`` is the only command that writes.
-Any error is one line on stderr starting with ``fencing: `` and exit status 2.
+Any error is one line on stderr starting with ``fencing: `` and exit status 2; so is a key
+of another Redis type where the library keeps state (``WrongKeyType``, naming the key),
+except in ``fencing status`` without a topic, which skips such a key, lists the rest and
+names it at the end.
 
 >>> from fencing.cli import main
 >>> main(["status", "orders", "--url", "redis://localhost:6379/0"])    # doctest: +SKIP

@@ -18,7 +18,7 @@ from ..errors import InvalidArgument
 from ._argtypes import partition
 from ._connect import connect
 from ._elections import print_elections
-from ._output import lease, print_json, table, when
+from ._output import duration, lease, offsets, print_json, table, when
 
 if TYPE_CHECKING:
     from ._command import AddCommand
@@ -43,8 +43,11 @@ def register(add: AddCommand) -> None:
         "  OWNER      the member holding the partition's row (state live, lapsed or free),\n"
         "             its session, the row's fencing TOKEN and its LEASE\n"
         "Without TOPIC: the topics, the elections (as 'fencing elections') and one line per\n"
-        "consumer group and topic with the total lag.\n\n"
-        "Leases are shown in ms left by the server's clock (TIME). Nothing is written.",
+        "consumer group and topic with the total lag. A key of another Redis type where\n"
+        "redis-fencing keeps state (another program wrote it) is skipped and named at the\n"
+        "end, and what it is about is left out; with TOPIC it is an error naming the key.\n\n"
+        "Leases are shown by the server's clock (TIME) as the time left ('expires in 8.2s')\n"
+        "or since they lapsed ('lapsed 11m 34s ago'). Nothing is written.",
         _status,
     )
     status.add_argument("topic", metavar="TOPIC", nargs="?", help="a topic (default: all)")
@@ -85,9 +88,10 @@ def _status_namespace(args: argparse.Namespace) -> int:
         print_json(dataclasses.asdict(status))
         return 0
     names = {g.group for g in status.groups}
+    skipped = f", {len(status.skipped)} key(s) skipped" if status.skipped else ""
     print(
         f"namespace {status.namespace!r}: {len(status.topics)} topic(s), "
-        f"{len(status.elections)} election(s), {len(names)} consumer group(s)"
+        f"{len(status.elections)} election(s), {len(names)} consumer group(s){skipped}"
     )
     if status.topics:
         print("topics:")
@@ -116,7 +120,21 @@ def _status_namespace(args: argparse.Namespace) -> int:
         table(("GROUP", "TOPIC", "PARTITIONS", "OWNED", "LAG"), rows)
     else:
         print("consumer groups: none")
+    _print_skipped(status.skipped)
     return 0
+
+
+def _print_skipped(skipped: list[insp.SkippedKey]) -> None:
+    """The keys of the wrong type the listing skipped, one line each (nothing if none)."""
+    if not skipped:
+        return
+    print(
+        "skipped keys of the wrong type (another program wrote them where redis-fencing "
+        "keeps state; remove them or choose another namespace):"
+    )
+    for k in skipped:
+        held = "another Redis type" if k.key_type == insp.UNKNOWN_TYPE else f"a Redis {k.key_type}"
+        print(f"  {k.key!r} ({k.what}) holds {held}, not a {k.expected}: {k.left_out} not listed")
 
 
 def _print_groups(groups: list[insp.GroupStatus]) -> None:
@@ -153,11 +171,12 @@ def _print_partition(p: insp.PartitionStatus) -> None:
             "on it raises StateLost"
         )
         return
+    # An empty partition's log holds nothing either (unless the server lost state).
+    empty = p.start_offset == p.next_offset and not p.retained
+    retained = "" if empty else f", {p.retained} record(s) retained"
+    held = offsets(p.start_offset, p.next_offset)
     limit = f", max_len {p.max_len}" if p.max_len else ""
-    print(
-        f"partition {p.partition}: start {p.start_offset}, next {p.next_offset}, "
-        f"{p.retained} record(s) retained{limit}"
-    )
+    print(f"partition {p.partition}: {held}{retained}{limit}")
     holder = "none"
     if p.holder is not None:
         h = p.holder
@@ -173,7 +192,7 @@ def _print_partition(p: insp.PartitionStatus) -> None:
     )
     print(f"  waiters (FIFO): {p.waiter_count}" + (f": {waiters}" if waiters else ""))
     for pid in p.pids:
-        age = "never" if pid.last_write_age_ms is None else f"{pid.last_write_age_ms} ms ago"
+        age = "never" if pid.last_write_age_ms is None else f"{duration(pid.last_write_age_ms)} ago"
         print(
             f"  pid {pid.pid}: generation {pid.generation}, last sequence {pid.last_sequence}, "
             f"last write {age}, window {pid.window}" + (" (expired)" if pid.expired else "")

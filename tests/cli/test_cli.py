@@ -67,7 +67,7 @@ def test_status_shows_offsets_epoch_holder_waiters_and_pids(
 
         code, out, err = run(capsys, "status", "orders", *at(server, namespace))
         assert (code, err) == (0, "")
-        assert "start 0, next 3, 3 record(s) retained" in out
+        assert "partition 0: holds offsets 0 to 2 (next offset 3), 3 record(s) retained" in out
         assert f"epoch 1, mode exclusive, holder ctl (session {holder.session[:8]}" in out
         assert f"waiters (FIFO): 1: 1. {waiter.session[:8]}" in out
         assert f"pid {pid}: generation {generation}, last sequence 2" in out

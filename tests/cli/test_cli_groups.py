@@ -25,11 +25,14 @@ from ..support.cli import at, one_error_line, run
 from ..support.clock import wait_server_past
 from ..support.polling import wait_until
 
+#: A duration as the CLI prints it (fencing.cli._output.duration): 850ms, 8.2s, 11m 34s.
+DURATION = r"\d+(?:\.\d)?(?:ms|s|m|h|d)(?: \d+[hms])?"
+
 
 def leases(out: str) -> str:
     """Text output with the leases left (which vary) as N."""
-    out = re.sub(r"\b\d+ ms left\b", "N ms left", out)
-    return re.sub(r"\blapsed \d+ ms ago\b", "lapsed N ms ago", out)
+    out = re.sub(rf"\bexpires in {DURATION}", "expires in N", out)
+    return re.sub(rf"\blapsed {DURATION} ago", "lapsed N ago", out)
 
 
 def section(out: str, title: str) -> str:
@@ -94,12 +97,12 @@ def test_status_topic_shows_each_group_owner_committed_offset_and_lag(
         "consumer groups: 3\n"
         "  GROUP    PARTITION  COMMITTED  NEXT  LAG             OWNER   STATE  SESSION   TOKEN  LEASE\n"  # noqa: E501
         "  audit    1          -          4     4 (from start)  -       free   -         1      -\n"
-        f"  billing  0          4          12    8               host-a  live   {s}  1      N ms left\n"  # noqa: E501
+        f"  billing  0          4          12    8               host-a  live   {s}  1      expires in N\n"  # noqa: E501
         "  replay   0          10         12    2               -       free   -         1      -\n"
     )
     # The topic's own lines are still there, above.
     assert out.startswith(f"topic 'orders' in namespace '{namespace}': 2 partition(s)")
-    assert "partition 0: start 0, next 12, 12 record(s) retained" in out
+    assert "partition 0: holds offsets 0 to 11 (next offset 12), 12 record(s) retained" in out
 
     code, out, err = run(capsys, "status", "orders", "--json", *at(server, namespace))
     assert (code, err) == (0, "")
@@ -261,8 +264,8 @@ def test_elections_show_leader_token_term_lease_and_waiting_candidates(
             f"elections in namespace '{namespace}': 3\n"
             "  NAME       STATE   LEADER            SESSION   TOKEN  SINCE                      WAITING  LEASE\n"  # noqa: E501
             "  compactor  free    -                 -         1      -                          0        -\n"  # noqa: E501
-            f"  reaper     lapsed  - (last: host-d)  {d}  1      {since_d}  0        lapsed N ms ago\n"  # noqa: E501
-            f"  scheduler  live    host-a            {a[:8]}  1      {since}  1        N ms left\n"
+            f"  reaper     lapsed  - (last: host-d)  {d}  1      {since_d}  0        lapsed N ago\n"
+            f"  scheduler  live    host-a            {a[:8]}  1      {since}  1        expires in N\n"  # noqa: E501
             f"  waiting in scheduler: host b (session {b[:8]})\n"
         )
         assert leases(out) == expected
@@ -352,7 +355,7 @@ def test_status_without_topic_shows_topics_elections_and_groups(
             f"  orders  2           {created['orders']}  ready\n"
             "elections:\n"
             "  NAME       STATE  LEADER  SESSION   TOKEN  SINCE                      WAITING  LEASE\n"  # noqa: E501
-            f"  scheduler  live   host-a  {term._owner.session[:8]}  1      {since}  0        N ms left\n"  # noqa: E501
+            f"  scheduler  live   host-a  {term._owner.session[:8]}  1      {since}  0        expires in N\n"  # noqa: E501
             "consumer groups (details: fencing status TOPIC):\n"
             "  GROUP    TOPIC   PARTITIONS  OWNED  LAG\n"
             "  billing  events  1           0      0 (1 from start)\n"
@@ -362,8 +365,15 @@ def test_status_without_topic_shows_topics_elections_and_groups(
         code, out, err = run(capsys, "status", "--json", *at(server, namespace))
         assert (code, err) == (0, "")
         status = json.loads(out)
-    assert list(status) == ["namespace", "server_time_ms", "topics", "elections", "groups"]
-    assert status["namespace"] == namespace
+    assert list(status) == [
+        "namespace",
+        "server_time_ms",
+        "topics",
+        "elections",
+        "groups",
+        "skipped",
+    ]
+    assert (status["namespace"], status["skipped"]) == (namespace, [])
     assert [t["name"] for t in status["topics"]] == ["events", "orders"]
     assert [(e["name"], e["leader"], e["token"]) for e in status["elections"]] == [
         ("scheduler", "host-a", 1)
@@ -414,7 +424,7 @@ def test_release_takes_a_partition_from_a_consumer(
         assert new.position(0) == committed[0]
         assert new._owner.grants["orders/0"].token == 3
         code, out, _ = run(capsys, "status", "orders", "-p", "0", *at(server, namespace))
-        assert f"host-b  live   {new._owner.session[:8]}  3      N ms left" in leases(out)
+        assert f"host-b  live   {new._owner.session[:8]}  3      expires in N" in leases(out)
 
 
 def test_release_ends_an_election_term_and_a_waiting_candidate_is_elected(
