@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 
 import fencing
 
-from . import _elections, _owners, _release, _status, _tail
+from . import _elections, _owners, _release, _status, _tail, _topics
 from ._command import Handler
 
 
@@ -40,6 +40,8 @@ commands, one example each:
                                             end an election's term (token + 1: the leader is
                                             Fenced, a waiting candidate is elected)
   fencing release --producer orders --yes   fence a topic's producers (epoch + 1)
+  fencing topics                            the namespace's topics
+  fencing delete-topic orders --yes         delete a topic (refused while in use: --force)
   fencing demo                              the guided demo
 
 Every command takes --url URL (default $FENCING_REDIS_URL, else redis://localhost:6379/0),
@@ -101,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(handler=handler)
         return p
 
-    for command in (_status, _owners, _elections, _tail, _release):
+    for command in (_status, _owners, _elections, _tail, _release, _topics):
         command.register(add)
     sub.add_parser("demo", help="run the demo (see 'fencing demo --help')", add_help=False)
     return parser

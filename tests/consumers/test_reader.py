@@ -241,3 +241,18 @@ def test_read_caps_max_records_and_says_so(client: Client) -> None:
     fill(client, "log", 1)
     with pytest.raises(InvalidArgument, match="max_records is capped at 10000"):
         client.topic("log").reader(0).read(max_records=10_001)
+
+
+def test_a_reader_at_its_end_offset_still_finds_its_topic_deleted(client: Client) -> None:
+    """At its end a reader reads nothing, but still checks the partition: a topic deleted
+    (and made again) is StateLost there as on any other read."""
+    fill(client, "log", 1)
+    topic = client.topic("log")
+    reader = topic.reader(0, "earliest", end_offset="latest")
+    assert values(list(reader)) == [b"r0"]
+    client.delete_topic("log", force=True)  # (fill's producer is left open)
+    fill(client, "log", 2)
+    with pytest.raises(fencing.StateLost):
+        reader.read()
+    with pytest.raises(InvalidArgument, match="past the largest offset"):
+        client.topic("log").reader(0, 0, end_offset=2**63)
