@@ -183,6 +183,29 @@ class Keys:
         """
         return f"{self._prefix}{{*}}:own:{group}"
 
+    def topic_meta_pattern(self) -> str:
+        """A SCAN MATCH pattern for every topic's metadata key (other keys can match it:
+        :meth:`topic_of` tells them apart).
+
+        >>> Keys("fencing").topic_meta_pattern()
+        'fencing:{*}:topic'
+        """
+        return f"{self._prefix}{{*}}:topic"
+
+    def topic_of(self, key: str) -> str | None:
+        """The topic whose metadata ``key`` is (the inverse of :meth:`topic_meta`), or None
+        if it is another key matching :meth:`topic_meta_pattern` (an ownership row of a
+        group called 'topic', say).
+
+        >>> Keys("fencing").topic_of("fencing:{orders}:topic")
+        'orders'
+        """
+        head, tail = self._prefix + "{", "}:topic"
+        name = key[len(head) : -len(tail)]
+        if NAME_RE.fullmatch(name) and self.topic_meta(name) == key:
+            return name
+        return None
+
     def ownership_resource(self, group: str, key: str) -> str | None:
         """The resource of an ownership row's key (the inverse of :meth:`ownership`), or
         None if ``key`` is not a row of ``group`` in this namespace.

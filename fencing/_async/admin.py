@@ -25,7 +25,7 @@ from typing import Any
 import redis
 
 from .. import _protocol as protocol
-from .._keys import NAME_RE, PRODUCER_GROUP, Keys, PartitionKeys, validate_name
+from .._keys import PRODUCER_GROUP, Keys, PartitionKeys, validate_name
 from .._text import text
 from ..errors import InvalidArgumentType, OwnershipConflict
 from .context import Context
@@ -41,13 +41,10 @@ async def list_topics(context: Context) -> list[str]:
     bounded steps."""
     keys = context.keys
     r = context.driver(context.settings.socket_timeout).redis
-    head, tail = f"{keys.namespace}:{{", "}:topic"
     found: set[str] = set()
-    async for raw in r.scan_iter(match=f"{head}*{tail}", count=SCAN_COUNT):
-        key = text(raw)
-        name = key[len(head) : -len(tail)]
-        # Another key can match the pattern (an ownership row of a group called 'topic').
-        if NAME_RE.fullmatch(name) and keys.topic_meta(name) == key:
+    async for raw in r.scan_iter(match=keys.topic_meta_pattern(), count=SCAN_COUNT):
+        name = keys.topic_of(text(raw))
+        if name is not None:
             found.add(name)
     names = sorted(found)
     kept: list[str] = []

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import redis
 
-from .._keys import NAME_RE, Keys, validate_name
+from .._keys import Keys, validate_name
 from .._text import text
 from ..errors import InvalidArgument, UnknownTopic
 from .reading import (
@@ -105,15 +105,11 @@ def topics(
     Redis type raises :class:`~fencing.WrongKeyType`; given a ``skipped`` list, that topic
     is left out and the key added to the list instead.
     """
-    head, tail = f"{keys.namespace}:{{", "}:topic"
-    names: set[str] = set()
-    for raw in r.scan_iter(match=f"{head}*{tail}", count=SCAN_COUNT):
-        key = text(raw)
-        name = key[len(head) : -len(tail)]
-        # Another key can match the pattern (an ownership row of a group called 'topic').
-        if NAME_RE.fullmatch(name) and keys.topic_meta(name) == key:
-            names.add(name)
-    found = sorted(names)
+    names = (
+        keys.topic_of(text(raw))
+        for raw in r.scan_iter(match=keys.topic_meta_pattern(), count=SCAN_COUNT)
+    )
+    found = sorted({name for name in names if name is not None})
     out: list[TopicMeta] = []
     for i in range(0, len(found), PIPELINE_CHUNK):
         chunk = found[i : i + PIPELINE_CHUNK]

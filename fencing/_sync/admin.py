@@ -27,7 +27,7 @@ from typing import Any
 import redis
 
 from .. import _protocol as protocol
-from .._keys import NAME_RE, PRODUCER_GROUP, Keys, PartitionKeys, validate_name
+from .._keys import PRODUCER_GROUP, Keys, PartitionKeys, validate_name
 from .._text import text
 from ..errors import InvalidArgumentType, OwnershipConflict
 from .context import Context
@@ -43,13 +43,10 @@ def list_topics(context: Context) -> list[str]:
     bounded steps."""
     keys = context.keys
     r = context.driver(context.settings.socket_timeout).redis
-    head, tail = f"{keys.namespace}:{{", "}:topic"
     found: set[str] = set()
-    for raw in r.scan_iter(match=f"{head}*{tail}", count=SCAN_COUNT):
-        key = text(raw)
-        name = key[len(head) : -len(tail)]
-        # Another key can match the pattern (an ownership row of a group called 'topic').
-        if NAME_RE.fullmatch(name) and keys.topic_meta(name) == key:
+    for raw in r.scan_iter(match=keys.topic_meta_pattern(), count=SCAN_COUNT):
+        name = keys.topic_of(text(raw))
+        if name is not None:
             found.add(name)
     names = sorted(found)
     kept: list[str] = []

@@ -151,6 +151,20 @@ def test_a_reset_checkpoint_under_the_same_app_id_is_refused_with_a_clear_error(
     assert len(topic_values(client, "events")) == 800
 
 
+def events_sink(server: ServerInfo, namespace: str) -> ForeachBatchSink:
+    """A sink of app 'etl', query 'query-1', to the 4 partitions of topic 'events'."""
+    return ForeachBatchSink(
+        server.url,
+        "events",
+        app_id="etl",
+        value_col="v",
+        namespace=namespace,
+        partitions=4,
+        query_id="query-1",
+        chunk_records=100,
+    )
+
+
 def _batch(spark: Any, partitions: int) -> Any:
     return (
         spark.range(0, ROWS, numPartitions=partitions)
@@ -163,16 +177,7 @@ def test_a_replay_with_another_partitioning_is_refused_or_deduplicated_never_dou
     spark: Any, client: fencing.Client, namespace: str, server: ServerInfo
 ) -> None:
     def sink() -> ForeachBatchSink:
-        return ForeachBatchSink(
-            server.url,
-            "events",
-            app_id="etl",
-            value_col="v",
-            namespace=namespace,
-            partitions=4,
-            query_id="query-1",
-            chunk_records=100,
-        )
+        return events_sink(server, namespace)
 
     # The first attempt of batch 7 dies midway: partition 2 fails on every attempt, so the
     # job fails after partitions 0 and 1 (and part of 2) were written; the driver never
@@ -307,16 +312,7 @@ def test_a_deleted_topic_written_again_by_the_sink_skips_nothing(
         pytest.skip("one server kind is enough for this sequence (a minute of Spark): redis")
 
     def sink() -> ForeachBatchSink:
-        return ForeachBatchSink(
-            server.url,
-            "events",
-            app_id="etl",
-            value_col="v",
-            namespace=namespace,
-            partitions=4,
-            query_id="query-1",
-            chunk_records=100,
-        )
+        return events_sink(server, namespace)
 
     udf = sf.udf(always_fail_partition_2, StringType())
     with pytest.raises(Exception, match="injected failure in partition 2"):
