@@ -32,7 +32,7 @@ from ..errors import (
     SinkError,
     StateLost,
 )
-from .probe import check_executors
+from .probe import check_executors, executor_error, fail, worker_failure
 from .rows import RowLayout
 from .writer import PartitionResult, SinkConfig, verify_partition, write_partition
 
@@ -314,6 +314,18 @@ class ForeachBatchSink:
                     # Bad input met in a task (a null value, a partition out of range, a
                     # record over the limits): raised as itself, the Spark error chained.
                     raise kind(found.group(2)) from exc
+            reason = worker_failure(str(exc))
+            if reason is not None:
+                # An executor without the library that the check before the first batch
+                # did not meet (another node, a later executor): the same one line.
+                log.debug("redis-fencing spark sink: a Python worker failed", exc_info=exc)
+                fail(
+                    executor_error(
+                        reason,
+                        outcome="tasks on other executors may have written their rows, and "
+                        "the batch's replay writes the rest once",
+                    )
+                )
             raise
 
     def _report(
