@@ -10,6 +10,7 @@ attributes. The tree::
     │   ├── UnknownTopic                     a topic that does not exist (and is not created)
     │   └── RecordTooLarge                   a record or batch over the configured limits
     ├── ConfigurationError                   an unsafe server or client setup (eviction, retries)
+    │                                        or Spark executors that cannot import the library
     ├── ProcessBoundError                    a handle used from a forked child, or pickled
     ├── WrongKeyType                         a key the library owns holds another Redis type
     ├── OwnershipConflict                    another live session holds the resource

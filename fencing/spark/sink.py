@@ -32,6 +32,7 @@ from ..errors import (
     SinkError,
     StateLost,
 )
+from .probe import check_executors, executor_error, fail, worker_failure
 from .rows import RowLayout
 from .writer import PartitionResult, SinkConfig, verify_partition, write_partition
 
@@ -104,6 +105,11 @@ class ForeachBatchSink:
     A batch begun before but not finished (the driver died mid-batch) is recomputed once
     before it is written again, to check that every Spark partition still passes through
     what its earlier attempt wrote: one more pass over that batch only.
+
+    Before its first batch, the sink runs a one-row job that imports the library on an
+    executor: executors whose Python lacks it (``PYSPARK_PYTHON`` not set, the package not
+    shipped) fail the batch with :class:`~fencing.ConfigurationError`, in one line that
+    names their interpreter and error, before anything reaches Redis.
     """
 
     def __init__(  # noqa: PLR0917 - the positional order users know (url, topic, app_id)
@@ -159,6 +165,7 @@ class ForeachBatchSink:
         self._partitions = partitions
         self._client: Client | None = None
         self._topic: Topic | None = None
+        self._executors_checked = False
         #: The metrics of the last micro-batch this sink handled (None before the first).
         self.last_batch: BatchMetrics | None = None
 
@@ -177,6 +184,9 @@ class ForeachBatchSink:
                 batch_id=batch_id,
             )
         frame, layout = self._select(df)
+        if not self._executors_checked:
+            check_executors(df.sparkSession)  # before anything touches Redis
+            self._executors_checked = True
         topic = self._open_topic()
         rdd = frame.rdd
         lineage = Lineage(self.app_id, query_id, batch_id, rdd.getNumPartitions())
@@ -304,6 +314,18 @@ class ForeachBatchSink:
                     # Bad input met in a task (a null value, a partition out of range, a
                     # record over the limits): raised as itself, the Spark error chained.
                     raise kind(found.group(2)) from exc
+            reason = worker_failure(str(exc))
+            if reason is not None:
+                # An executor without the library that the check before the first batch
+                # did not meet (another node, a later executor): the same one line.
+                log.debug("redis-fencing spark sink: a Python worker failed", exc_info=exc)
+                fail(
+                    executor_error(
+                        reason,
+                        outcome="tasks on other executors may have written their rows, and "
+                        "the batch's replay writes the rest once",
+                    )
+                )
             raise
 
     def _report(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
@@ -22,6 +23,7 @@ from pyspark.sql.types import StringType  # noqa: E402
 
 import fencing  # noqa: E402
 from fencing.spark import ForeachBatchSink  # noqa: E402
+from fencing.spark import sink as sink_module  # noqa: E402
 
 from ..conftest import ServerInfo  # noqa: E402
 from ..support.logs import topic_values  # noqa: E402
@@ -335,3 +337,40 @@ def test_a_deleted_topic_written_again_by_the_sink_skips_nothing(
     fresh(_batch(spark, 3), 7)
     assert fresh.last_batch is not None and fresh.last_batch.status != "skipped"
     assert sorted(topic_values(client, "events")) == sorted(f"v{i}".encode() for i in range(ROWS))
+
+
+def test_the_executors_are_checked_once_per_sink_before_anything_reaches_redis(
+    spark: Any,
+    client: fencing.Client,
+    namespace: str,
+    server: ServerInfo,
+    raw: redis.Redis,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    values = _write_inputs(tmp_path / "in", files=3, per_file=100)
+    keys_at_checks: list[list[bytes]] = []
+
+    def check(on: Any) -> None:
+        keys_at_checks.append(list(raw.scan_iter(f"{namespace}:*")))
+        real_check(on)
+
+    real_check = sink_module.check_executors
+    monkeypatch.setattr(sink_module, "check_executors", check)
+    sink = ForeachBatchSink(
+        server.url, "events", app_id="etl", value_col="v", namespace=namespace, partitions=2
+    )
+    query = (
+        spark.readStream.schema("id LONG, v STRING")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "in"))
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(240)
+    assert query.exception() is None
+    assert sink.last_batch is not None and sink.last_batch.batch_id == 2
+    assert keys_at_checks == [[]]  # once, for three batches, before the topic was made
+    assert sorted(topic_values(client, "events")) == sorted(v.encode() for v in values)

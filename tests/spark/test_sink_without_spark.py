@@ -1,6 +1,7 @@
 """The Spark sink's parts without a Spark session: its scripts called directly (a Spark
 partition that is not an index, a layout that does not match its parts, a new lineage
-interrupted between its begins), and the row encoding of a whole row as JSON."""
+interrupted between its begins), the row encoding of a whole row as JSON, and the one line
+that reports executors unable to run the library."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from fencing._protocol.sink import CHAIN_START, Chunk, Lineage, chain
 from fencing._protocol.topic import EncodedBatch
 from fencing._sync.producer import fenced_call
 from fencing.spark import ForeachBatchSink
+from fencing.spark.probe import executor_error, worker_failure
 from fencing.spark.rows import row_json
 from tests.support.internals import context_of, metadata_of
 
@@ -50,6 +52,35 @@ def test_whole_row_json_keeps_the_field_names_of_a_struct_column() -> None:
     pyspark_sql = pytest.importorskip("pyspark.sql")
     got = json.loads(row_json(("id", "s"), (1, pyspark_sql.Row(a=1, b="x"))))
     assert got == {"id": 1, "s": {"a": 1, "b": "x"}}
+
+
+def test_python_workers_that_cannot_start_are_reported_in_one_line() -> None:
+    # As Spark 4 words them, amid Java frames: PYSPARK_PYTHON naming no file, and an
+    # interpreter of another minor version than the driver's.
+    missing = (
+        "org.apache.spark.SparkException: Job aborted due to stage failure: ...\n"
+        'java.io.IOException: Cannot run program "/opt/py/bin/python": error=2, No such '
+        "file or directory\n\tat java.base/java.lang.ProcessBuilder.start(ProcessBuilder.java:1143)"
+    )
+    assert worker_failure(missing) == (
+        'their Python worker failed: Cannot run program "/opt/py/bin/python": error=2, No '
+        "such file or directory"
+    )
+    mismatch = (
+        "pyspark.errors.exceptions.base.PySparkRuntimeError: [PYTHON_VERSION_MISMATCH] Python "
+        "in worker has different version: 3.12 than that in driver: 3.11, PySpark cannot run "
+        "with different minor versions.\nPlease check environment variables PYSPARK_PYTHON "
+        "and PYSPARK_DRIVER_PYTHON are correctly set.\n SQLSTATE: 38000\n\tat org.apache..."
+    )
+    reason = worker_failure(mismatch)
+    assert reason is not None and reason.endswith("cannot run with different minor versions.")
+    line = executor_error(reason)
+    assert "\n" not in line and "versions.." not in line
+    assert line.endswith("; nothing was written")
+    # Other failures are not this one.
+    assert worker_failure("java.lang.OutOfMemoryError: Java heap space") is None
+    assert worker_failure("ModuleNotFoundError: No module named 'numpy'") is None
+    assert "\n" not in executor_error("their Python /p (3.11.7) reports ImportError: a\n  b")
 
 
 def test_sink_append_refuses_a_spark_partition_that_is_not_an_index(client: fencing.Client) -> None:

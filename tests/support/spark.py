@@ -25,12 +25,20 @@ SPARK_CONF = {
 }
 
 
-def make_session(master: str = "local[2,4]") -> Any:
-    """A SparkSession whose executors run this interpreter."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+def make_session(master: str = "local[2,4]", executor_python: str | None = None) -> Any:
+    """A SparkSession whose executors run this interpreter, with the repository on their
+    path; or ``executor_python``, with nothing of this process's path: PYTHONPATH, which
+    the JVM and the workers would inherit, is dropped (this process keeps its sys.path).
+    Its workers start in this process's working directory, which ``-m`` puts on their path.
+    """
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    if executor_python is not None:
+        os.environ["PYSPARK_PYTHON"] = executor_python
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     from pyspark.sql import SparkSession  # noqa: PLC0415 - after PYSPARK_PYTHON is set
 
     builder = SparkSession.builder.master(master).appName("fencing-tests")
