@@ -4,8 +4,16 @@
   topic made again after an earlier delete finished) is never touched.
 
   KEYS[1]  the partition metadata (hash)       <ns>:{<topic>/<p>}:part
-  KEYS[2..11]  the partition's other fixed keys: log, exclusive-producer row, shared,
-           waiters, waiter leases, pids, pid expiry, names, duplicate windows, committed
+  KEYS[2]  the log (stream)                     <ns>:{<topic>/<p>}:log
+  KEYS[3]  the exclusive-producer row (hash)    <ns>:{<topic>/<p>}:own:__producer__
+  KEYS[4]  the shared producers (zset)          <ns>:{<topic>/<p>}:prod:shared
+  KEYS[5]  the waiters (zset)                   <ns>:{<topic>/<p>}:prod:waiters
+  KEYS[6]  the waiters' leases (hash)           <ns>:{<topic>/<p>}:prod:waitexp
+  KEYS[7]  the producer states (hash)           <ns>:{<topic>/<p>}:pids
+  KEYS[8]  the producer state expiries (zset)   <ns>:{<topic>/<p>}:pidexp
+  KEYS[9]  the producer names (hash)            <ns>:{<topic>/<p>}:names
+  KEYS[10] the duplicate windows (hash)         <ns>:{<topic>/<p>}:win
+  KEYS[11] the committed offsets (hash)         <ns>:{<topic>/<p>}:committed
   ARGV[1]  topic_inc  the incarnation of the topic being deleted
   ARGV[2]  step   'mark': take no new user (producer_open, pid_open, partition_open and
                   sink_begin refuse); 'unmark': the delete was refused; 'drop': remove the
@@ -37,8 +45,8 @@ elseif step == 'unmark' then
   end
   return 1
 elseif step == 'drop' then
-  local spread = unpack or table.unpack  -- (Lua 5.1's global; table.unpack in fakeredis's)
-  redis.call('UNLINK', spread(KEYS))
+  redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7],
+    KEYS[8], KEYS[9], KEYS[10], KEYS[11])
   return 1
 end
 return fail(E.BAD_ARGUMENT, 'step', step)
