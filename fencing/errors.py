@@ -326,11 +326,13 @@ class OffsetOutOfRange(FencingError):
 
 
 class UnknownTopic(InvalidArgument):
-    """The topic does not exist; pass ``partitions=`` to create it."""
+    """The topic does not exist; pass ``partitions=`` to create it. ``deleting`` is True
+    when it is being deleted (``client.delete_topic`` has not finished)."""
 
-    def __init__(self, message: str, *, topic: str) -> None:
+    def __init__(self, message: str, *, topic: str, deleting: bool = False) -> None:
         super().__init__(message)
         self.topic = topic
+        self.deleting = deleting
 
 
 class DuplicateSequence(FencingError):

@@ -63,6 +63,7 @@ def generic_error(reply: ErrorReply) -> FencingError:
             "has not finished): nothing was opened or written. Open it again once the "
             "delete returns; if the delete was cut short, run it again to finish it",
             topic="",
+            deleting=True,
         )
     return FencingError(f"unexpected reply from a redis-fencing script: {reply.message}")
 

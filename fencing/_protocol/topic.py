@@ -154,6 +154,7 @@ def topic_errors(topic: str, key: str) -> Any:
                 "open or create it once the delete returns; if the delete was cut short, run "
                 f"client.delete_topic({topic!r}) again to finish it",
                 topic=topic,
+                deleting=True,
             )
         if reply.code == "PARTITIONS_MISMATCH":
             return InvalidArgument(

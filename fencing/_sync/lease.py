@@ -19,6 +19,7 @@ the WAIT_FOR_EXCLUSIVE queue, renewals, and leaving.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import time
@@ -38,12 +39,16 @@ from ..errors import (
     ProducerFenced,
     StateLost,
     Unavailable,
+    UnknownTopic,
 )
 from .context import Context
 from .metadata import TopicMetadata
 from .standing import Calls, Standing, Status
 
 log = logging.getLogger(__name__)
+
+#: How long a waiter pauses while a delete checks whether its topic is in use (ms).
+DELETE_PAUSE_MS = 50
 
 
 class Lease:
@@ -163,7 +168,17 @@ class Lease:
                             remaining=0.0,
                         )
                     call = self._open_call(pk, "wait", wgen, label, inc)
-                    opened = self._calls.execute(call)
+                    try:
+                        opened = self._calls.execute(call)
+                    except UnknownTopic as exc:
+                        if not exc.deleting:
+                            raise
+                        # A delete is checking whether the topic is in use (this waiter
+                        # is): it is refused and the waiter goes on, or it removes the
+                        # partition and the next attempt raises StateLost.
+                        opened = dataclasses.replace(
+                            opened, status="waiting", remaining_ms=DELETE_PAUSE_MS
+                        )
                     if opened.status != "waiting":
                         return opened
                     pause = min(opened.remaining_ms / 1000.0 + 0.002, self.lease_ttl / 3.0)

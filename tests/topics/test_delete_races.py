@@ -224,3 +224,53 @@ def test_a_forced_delete_under_load_lands_no_record_after_it_and_leaves_no_key(
     for p in producers:
         p.close()
     assert keys_of(raw, namespace, "orders") == []
+
+
+def test_a_producer_waiting_for_exclusivity_outlives_a_refused_delete(
+    clients: list[fencing.Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A WAIT_FOR_EXCLUSIVE producer that tries its turn while a delete checks whether the
+    topic is in use (it is: the holder and this waiter) is told to wait on, not that the
+    topic is gone; the delete is refused, and once the holder closes the waiter holds the
+    partition and sends."""
+    operator, app = clients[0], clients[1]
+    topic = app.topic("orders", partitions=1)
+    holder = topic.producer(AccessMode.EXCLUSIVE)
+    holder.send(b"a")
+    waiter = fencing.Producer(topic, AccessMode.WAIT_FOR_EXCLUSIVE, wait_timeout=30)
+    calls = waiter._calls  # type: ignore[attr-defined]
+    original = calls.execute
+    refused: list[BaseException] = []
+
+    def execute(call: object, durability: object = None) -> object:
+        try:
+            return original(call, durability)
+        except fencing.UnknownTopic as exc:
+            refused.append(exc)
+            raise
+
+    monkeypatch.setattr(calls, "execute", execute)
+    opened = threading.Event()
+    thread = threading.Thread(target=lambda: (waiter.open(), opened.set()), daemon=True)
+    thread.start()
+    real_users = admin._users
+
+    def users_while_the_waiter_tries(*args: object) -> list[str]:
+        deadline = time.monotonic() + 10
+        while not refused and time.monotonic() < deadline:
+            waiter._lease.wake_waiter()  # type: ignore[attr-defined]  # its turn, now
+            time.sleep(0.01)
+        return real_users(*args)  # type: ignore[arg-type]
+
+    deadline = time.monotonic() + 10
+    while waiter._lease._wait_sub is None and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        time.sleep(0.005)
+    monkeypatch.setattr(admin, "_users", users_while_the_waiter_tries)
+    with pytest.raises(fencing.OwnershipConflict, match="waiting"):
+        operator.delete_topic("orders")
+    assert refused and all(getattr(e, "deleting", False) for e in refused)
+    assert not opened.is_set()
+    holder.close()
+    assert opened.wait(10)
+    assert waiter.send(b"b").offset == 1
+    waiter.close()
