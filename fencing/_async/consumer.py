@@ -14,6 +14,7 @@ Partitions are assigned explicitly; there is no rebalancing (on purpose, see the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -147,9 +148,23 @@ class Consumer(ProcessBound):
             for p in self._parts:
                 self._readers[p] = await open_reader(self.topic, p, await self._start_of(p, start))
             self._renewal = topic.context.keeper.schedule(self.ttl / 3.0, self._renew)
-        except BaseException:
+        except BaseException as exc:
             await self._owner.close()
+            if isinstance(exc, StateLost):
+                await self._forget_rows()
             raise
+
+    async def _forget_rows(self) -> None:
+        """After an open that found its topic gone (deleted): remove the rows it claimed and
+        gave back, so no key of the deleted topic outlives the delete (a row of a partition
+        that still exists is kept)."""
+        topic = self._meta
+        for p, pk in self._keys.items():
+            row = topic.context.keys.ownership(self.group, self._resources[p])
+            with contextlib.suppress(FencingError):  # best effort: the row is free anyway
+                await topic.driver().execute(
+                    protocol.consumer.forget(pk, self.group, row), topic.budget
+                )
 
     # -- public ------------------------------------------------------------------------------
 

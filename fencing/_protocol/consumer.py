@@ -97,3 +97,15 @@ def committed(pk: PartitionKeys, group: str) -> ReadCall[int | None]:
         return offset
 
     return ReadCall(commands=(command,), parse=parse)
+
+
+def forget(pk: PartitionKeys, group: str, row_key: str) -> ScriptCall[bool]:
+    """Remove a consumer group's released row of a partition that no longer exists (its
+    topic was deleted); True if it was removed."""
+    return ScriptCall(
+        script=script("consumer_forget"),
+        keys=(row_key, pk.meta),
+        args=(),
+        parse=lambda reply: int(reply) == 1,
+        error=partition_errors(pk),
+    )

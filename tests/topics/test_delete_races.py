@@ -274,3 +274,51 @@ def test_a_producer_waiting_for_exclusivity_outlives_a_refused_delete(
     assert opened.wait(10)
     assert waiter.send(b"b").offset == 1
     waiter.close()
+
+
+def test_a_consumer_opened_through_a_topic_handle_made_before_leaves_no_row_behind(
+    clients: list[fencing.Client], raw: redis.Redis, namespace: str
+) -> None:
+    """A consumer opened through an app's topic handle made before the delete claims its
+    rows before it learns the partitions are gone: it raises StateLost, and the rows it
+    claimed go too (no key of the deleted topic outlives the delete)."""
+    operator, app = clients[0], clients[1]
+    topic = app.topic("orders", partitions=2).open()
+    operator.delete_topic("orders")
+    with pytest.raises(fencing.StateLost):
+        topic.consumer("billing", "host-a", [0, 1])
+    assert keys_of(raw, namespace, "orders") == []
+
+
+def test_a_consumer_waiting_for_a_partition_leaves_no_row_behind_a_forced_delete(
+    clients: list[fencing.Client], raw: redis.Redis, namespace: str
+) -> None:
+    """A consumer waits (wait=True) for a partition another member holds; a forced delete
+    removes the holder's row, which ends the wait: the waiter's claim lands after the
+    delete, then it raises StateLost and its row goes too."""
+    operator, app = clients[0], clients[1]
+    topic = app.topic("orders", partitions=1).open()
+    holder = topic.consumer("billing", "host-a", [0], ttl=2.0)
+    outcome: list[object] = []
+
+    def wait_for_it() -> None:
+        try:
+            outcome.append(topic.consumer("billing", "host-b", [0], ttl=2.0, wait=True, timeout=20))
+        except BaseException as exc:  # reported below
+            outcome.append(exc)
+
+    row = f"{namespace}:{{orders/0}}:own:billing"
+    waiter = threading.Thread(target=wait_for_it)
+    waiter.start()
+    deadline = time.monotonic() + 10  # (the waiter subscribed and tried once)
+    while not raw.exists(f"{namespace}:{{orders/0}}:own:billing") and time.monotonic() < deadline:
+        time.sleep(0.005)
+    operator.delete_topic("orders", force=True)
+    waiter.join(20)
+    (got,) = outcome
+    assert isinstance(got, fencing.StateLost), got
+    with pytest.raises(fencing.StateLost):
+        holder.poll()
+    holder.close()
+    assert not raw.exists(row)
+    assert keys_of(raw, namespace, "orders") == []
