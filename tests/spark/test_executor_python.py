@@ -60,6 +60,8 @@ def assert_before_any_java_frame(text: str, line: str) -> None:
 def test_executors_without_the_library_fail_the_batch_with_one_line_writing_nothing(
     server: ServerInfo, namespace: str, tmp_path: Path
 ) -> None:
+    if server.kind == "valkey":
+        pytest.skip("one server kind is enough for a Spark of its own (a minute): redis")
     python = bare_python(tmp_path / "venv")
     source = tmp_path / "in"
     source.mkdir()
