@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ..support.group_commit import no_recheck, restore_sigint
+from ..support.group_commit import interrupts_in_finalizers, no_recheck, restore_sigint
 
-__all__ = ["no_recheck", "restore_sigint"]
+__all__ = ["interrupts_in_finalizers", "no_recheck", "restore_sigint"]

@@ -29,6 +29,7 @@ from fencing.faults import Proxy
 from ..support.flavours import Api, unwrap
 from ..support.group_commit import (
     SEED,
+    FinalizerInterrupts,
     Ledger,
     bounded,
     check_ledger,
@@ -323,7 +324,11 @@ def test_interrupted_threads_and_lost_replies_fail_only_the_calls_that_lost_them
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="SIGINT")
 @pytest.mark.parametrize("seed", SEEDS)
 def test_ctrl_c_in_the_main_thread_never_fails_the_sends_of_worker_threads(
-    client: fencing.Client, server: Any, namespace: str, seed: int
+    client: fencing.Client,
+    server: Any,
+    namespace: str,
+    seed: int,
+    interrupts_in_finalizers: FinalizerInterrupts,
 ) -> None:
     """Ctrl-C for real: SIGINT delivered to the process while its main thread sends beside
     worker threads (Python's default handler raises KeyboardInterrupt in the main
@@ -395,7 +400,9 @@ def test_ctrl_c_in_the_main_thread_never_fails_the_sends_of_worker_threads(
         judge(ledger, calls, told, main_values, f"{SEED}")
         ledger.acked(b"last", producer.send(b"last"))
         assert producer._queues[0].standing.pending is None  # type: ignore[attr-defined]
-    assert interrupted == 30
+    # Every Ctrl-C landed once: in the main thread's code, or (its handler running inside a
+    # finalizer the garbage collector called there) swallowed by Python, as it is anywhere.
+    assert interrupted + interrupts_in_finalizers.count == 30
     assert calls.unknown == []
     check_records(records_of(topic), ledger)
     verified(server.url, namespace, "t", ledger.attempts, note=f"seed {SEED}-{seed}")

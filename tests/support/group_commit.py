@@ -41,6 +41,7 @@ from .logs import log_of, records_of_async
 __all__ = [
     "SEED",
     "Answers",
+    "FinalizerInterrupts",
     "Gate",
     "Held",
     "Ledger",
@@ -50,6 +51,7 @@ __all__ = [
     "check_ledger",
     "check_records",
     "interrupt",
+    "interrupts_in_finalizers",
     "no_recheck",
     "restore_sigint",
     "result_of",
@@ -81,6 +83,35 @@ def restore_sigint() -> Iterator[None]:
     before = signal.getsignal(signal.SIGINT)
     yield
     signal.signal(signal.SIGINT, before)
+
+
+class FinalizerInterrupts:
+    """How many KeyboardInterrupts Python swallowed: a signal whose handler ran inside a
+    finalizer (a ``__del__`` the garbage collector called) raises there, and Python prints
+    "Exception ignored" instead of raising it in the code the thread was running."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+@pytest.fixture
+def interrupts_in_finalizers() -> Iterator[FinalizerInterrupts]:
+    """Counts the KeyboardInterrupts that landed in a finalizer during the test (passing
+    every other unraisable exception on to the hook that was there before)."""
+    swallowed = FinalizerInterrupts()
+    before = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            swallowed.count += 1
+        else:
+            before(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield swallowed
+    finally:
+        sys.unraisablehook = before
 
 
 # -- futures and the calls themselves --------------------------------------------------------
