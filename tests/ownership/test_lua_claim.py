@@ -1,4 +1,5 @@
-"""claim-1.lua against real servers: raw KEYS/ARGV in, exact reply out (DESIGN section 4)."""
+"""claim-1.lua against real servers: raw KEYS/ARGV in, exact reply out (the ownership rules of
+docs/explanation/design.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """renew-1.lua, check-1.lua and release-1.lua against real servers: raw KEYS/ARGV in, exact
-reply out (DESIGN section 4)."""
+reply out (the ownership rules of docs/explanation/design.md)."""
 
 from __future__ import annotations
 
