@@ -7,7 +7,7 @@ from typing import Any
 
 import redis.exceptions
 
-from ..errors import FencingError, OutcomeUnknown, Unavailable, WrongKeyType
+from ..errors import ConfigurationError, FencingError, OutcomeUnknown, Unavailable, WrongKeyType
 from .base import ReadCall, ScriptCall
 
 
@@ -50,9 +50,21 @@ def wrong_type_read(call: ReadCall[Any]) -> WrongKeyType:
     )
 
 
-def server_refusal(script: str, exc: redis.exceptions.ResponseError) -> FencingError:
-    """A typed error for a server refusal that no script check produced."""
+def server_refusal(
+    script: str, exc: redis.exceptions.ResponseError, keys: tuple[str, ...] = ()
+) -> FencingError:
+    """A typed error for a server refusal that no script check produced (``keys``: the
+    call's keys, whose prefix names the namespace an ACL user lacks)."""
     message = str(exc)
+    if isinstance(exc, redis.exceptions.NoPermissionError) or message.startswith("NOPERM"):
+        namespace = keys[0].split(":", 1)[0] if keys else "<namespace>"
+        return ConfigurationError(
+            f"{script}: the Redis user may not do this ({message}). A user of redis-fencing "
+            f"needs the rights that fencing.acl.acl_rule({namespace!r}) lists: the keys and "
+            f"channels under '{namespace}:*' and the commands of fencing.acl.COMMANDS. Grant "
+            f"them (ACL SETUSER <user> *acl_rule({namespace!r}, password=...)), or connect "
+            "with the namespace the user was made for"
+        )
     if isinstance(exc, _NOT_APPLIED) or message.startswith(_NOT_APPLIED_PREFIXES):
         return Unavailable(
             f"{script}: Redis refused the call and applied nothing ({message}): out of "

@@ -109,10 +109,11 @@ def delete_topic(context: Context, name: object, *, force: object = False) -> No
             )
         finish = (
             "A delete of this topic was begun and not finished (the topic refuses opens): "
-            "pass force=True to finish it"
+            "pass force=True (fencing delete-topic --force) to finish it"
             if resumed
             else "Nothing was deleted. Close those handles (or let their leases lapse) and "
-            "delete again, or pass force=True: their next call then raises StateLost"
+            "delete again, or pass force=True (fencing delete-topic --force): their next "
+            "call then raises StateLost"
         )
         raise OwnershipConflict(
             f"topic {topic!r} is in use: {'; '.join(users[:5])}"

@@ -259,7 +259,7 @@ class Driver:
         except redis.exceptions.ResponseError as exc:
             error = parse_error_reply(str(exc))
             if error is None:
-                raise server_refusal(call.script.name, exc) from exc
+                raise server_refusal(call.script.name, exc, call.keys) from exc
             raise call.error(error) from None
         if wait is None:
             return call.parse(reply)
@@ -321,7 +321,8 @@ class Driver:
         except redis.exceptions.ResponseError as exc:
             if "WRONGTYPE" in str(exc):
                 raise wrong_type_read(call) from exc
-            raise server_refusal("read", exc) from exc
+            keys = tuple(str(command[1]) for command in commands if len(command) > 1)
+            raise server_refusal("read", exc, keys) from exc
         return call.parse(replies)
 
     def execute(

@@ -364,3 +364,14 @@ def test_console_script_tails_until_ctrl_c(
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@pytest.mark.parametrize("module", ["fencing", "fencing.cli"])
+def test_python_dash_m_runs_the_command(module: str) -> None:
+    """``python -m fencing`` and ``python -m fencing.cli`` are the ``fencing`` command (for a
+    machine where the console script is not on PATH)."""
+    run_ = subprocess.run(
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, check=False
+    )
+    assert run_.returncode == 0, run_.stderr
+    assert "delete-topic" in run_.stdout and "status" in run_.stdout

@@ -39,6 +39,7 @@ def test_delete_topic_needs_yes_refuses_a_topic_in_use_and_deletes_with_force(
     code, out, err = run(capsys, "delete-topic", "orders", "--yes", *at(server, namespace))
     assert (code, out) == (2, "")
     assert "is in use: an exclusive producer" in one_error_line(err)
+    assert "--force" in one_error_line(err)  # the flag, in words the CLI user can type
     assert raw.exists(f"{namespace}:{{orders/0}}:log") == 1
     code, out, err = run(
         capsys, "delete-topic", "orders", "--yes", "--force", *at(server, namespace)

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from fencing.acl import SINCE_7_2, acl_rule
+from fencing.acl import acl_rule
 from fencing.embedded import EmbeddedServer, TlsFiles
 
 from ..conftest import KINDS, ServerInfo
+from ..support.acl import unknown_commands
 
 MODES = [f"{kind}-acl" for kind in KINDS] + [f"{kind}-tls" for kind in KINDS]
 
@@ -29,11 +30,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[ServerInfo]:
     if mode == "acl":
         with EmbeddedServer.start(kind) as made:
             admin = redis.Redis(port=made.port)
-            try:
-                admin.execute_command("WAITAOF", 0, 0, 0)
-                without: tuple[str, ...] = ()
-            except redis.exceptions.ResponseError:
-                without = SINCE_7_2  # Redis 7.0 refuses an ACL naming them
+            without = unknown_commands(admin)
             rule = [
                 part.replace("~ns:*", "~t*").replace("&ns:*", "&t*")
                 for part in acl_rule("ns", password="fencing-pw", without=without)

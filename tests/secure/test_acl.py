@@ -8,12 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import redis
 
 import fencing
 import fencing.aio
-from fencing.acl import SINCE_7_2, acl_rule
+from fencing.acl import acl_rule
 from fencing.embedded import EmbeddedServer
+
+from ..support.acl import unknown_commands
 
 
 def test_cli_status_runs_as_the_documented_acl_user() -> None:
@@ -22,11 +25,7 @@ def test_cli_status_runs_as_the_documented_acl_user() -> None:
     :func:`fencing.acl.acl_rule`, as ``tail`` does."""
     with EmbeddedServer.start("redis") as made:
         with redis.Redis(port=made.port) as admin:
-            try:
-                admin.execute_command("WAITAOF", 0, 0, 0)
-                without: tuple[str, ...] = ()
-            except redis.exceptions.ResponseError:
-                without = SINCE_7_2
+            without = unknown_commands(admin)
             admin.execute_command(
                 "ACL", "SETUSER", "fencing", *acl_rule("aclcli", password="pw", without=without)
             )
@@ -45,3 +44,20 @@ def test_cli_status_runs_as_the_documented_acl_user() -> None:
             if run.returncode != 0:
                 failed[" ".join(args)] = (run.stdout + run.stderr).strip()[-120:]
         assert not failed, failed
+
+
+def test_a_user_without_the_rights_gets_a_typed_error_that_says_what_to_grant() -> None:
+    """A user whose ACL does not cover the client's namespace (keys outside its pattern) is
+    refused by the server before the script runs: ConfigurationError naming the rule to
+    grant, not a bare "unexpected reply", and nothing written."""
+    with EmbeddedServer.start("redis") as made, redis.Redis(port=made.port) as admin:
+        without = unknown_commands(admin)
+        admin.execute_command(
+            "ACL", "SETUSER", "fencing", *acl_rule("granted", password="pw", without=without)
+        )
+        url = f"redis://fencing:pw@127.0.0.1:{made.port}/0"
+        with fencing.Client.from_url(url, namespace="other") as client:
+            topic = client.topic("orders", partitions=1)
+            with pytest.raises(fencing.ConfigurationError, match=r"acl_rule\('other'"):
+                topic.producer().send(b"x")
+        assert admin.keys("*") == []
