@@ -31,6 +31,7 @@ from ..errors import (
     InvalidArgumentType,
     SinkError,
     StateLost,
+    UnknownTopic,
 )
 from .probe import check_executors, executor_error, fail, worker_failure
 from .rows import RowLayout
@@ -190,9 +191,12 @@ class ForeachBatchSink:
         topic = self._open_topic()
         rdd = frame.rdd
         lineage = Lineage(self.app_id, query_id, batch_id, rdd.getNumPartitions())
+        assert self._client is not None
+        # Where the driver writes, resolved here: an executor's environment (its own
+        # FENCING_REDIS_URL and FENCING_NAMESPACE, or none) is not the driver's.
         config = SinkConfig(
-            self.url,
-            self.namespace,
+            self._client.settings.redis_url,
+            self._client.namespace,
             self.topic_name,
             layout,
             self.chunk_records,
@@ -310,6 +314,9 @@ class ForeachBatchSink:
                 kind = getattr(_errors, found.group(1), None)
                 if isinstance(kind, type) and issubclass(kind, SinkError):
                     raise kind(found.group(2), app_id=self.app_id) from exc
+                if isinstance(kind, type) and issubclass(kind, UnknownTopic):
+                    # The topic went away while the batch ran (a forced delete).
+                    raise kind(found.group(2), topic=self.topic_name) from exc
                 if isinstance(kind, type) and issubclass(kind, InvalidArgument):
                     # Bad input met in a task (a null value, a partition out of range, a
                     # record over the limits): raised as itself, the Spark error chained.

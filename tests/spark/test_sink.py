@@ -374,3 +374,26 @@ def test_the_executors_are_checked_once_per_sink_before_anything_reaches_redis(
     assert sink.last_batch is not None and sink.last_batch.batch_id == 2
     assert keys_at_checks == [[]]  # once, for three batches, before the topic was made
     assert sorted(topic_values(client, "events")) == sorted(v.encode() for v in values)
+
+
+def test_a_sink_made_from_the_drivers_environment_writes_where_the_driver_says(
+    spark: Any,
+    client: fencing.Client,
+    namespace: str,
+    server: ServerInfo,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``namespace=None`` (and ``url=None``) take the driver's FENCING_NAMESPACE (and
+    FENCING_REDIS_URL) when the sink is made; the executors, whose environment is not the
+    driver's (here the Spark workers were started before the variable was set), write into
+    that same namespace, where the driver began the batch."""
+    if server.kind != "redis":
+        pytest.skip("one server kind is enough for the environment of the executors: redis")
+    monkeypatch.setenv("FENCING_NAMESPACE", namespace)
+    sink = ForeachBatchSink(
+        server.url, "fromenv", app_id="etl", value_col="id", partitions=1, query_id="q"
+    )
+    sink(spark.range(0, 10, numPartitions=2).select(sf.col("id").cast("string")), 0)
+    assert sorted(topic_values(client, "fromenv")) == sorted(b"%d" % i for i in range(10))
+    with redis.Redis.from_url(server.url) as raw:
+        assert raw.keys("fencing:*") == []  # nothing in the executors' own default namespace

@@ -193,3 +193,22 @@ def test_new_lineage_interrupted_between_begins_is_not_refused_on_restart(
     with pytest.raises(fencing.CheckpointReset):
         sink._begin(sink._open_topic(), Lineage("app", "q3", 0, 1))
     sink.close()
+
+
+def test_a_task_that_found_its_topic_gone_is_raised_as_unknown_topic() -> None:
+    """A task's UnknownTopic (the topic deleted, forced, while the batch ran) reaches the
+    driver as itself, naming the topic, like any bad-input error met in a task (Spark's
+    error text carries the task's exception by class name and message)."""
+
+    class FailedJob:
+        def collect(self) -> list[object]:
+            raise RuntimeError(
+                "Job aborted ... Traceback (most recent call last): ...\n"
+                "fencing.errors.UnknownTopic: topic 'orders' does not exist: create it with "
+                "client.topic('orders', partitions=N)\n\tat org.apache.spark..."
+            )
+
+    sink = ForeachBatchSink("redis://127.0.0.1:1/0", "orders", app_id="etl")
+    with pytest.raises(fencing.UnknownTopic, match="topic 'orders' does not exist") as info:
+        sink._run(FailedJob())
+    assert info.value.topic == "orders"
