@@ -77,8 +77,10 @@ def _name(action: argparse.Action) -> str:
     return ", ".join(f"`{o}{metavar}`" for o in action.option_strings)
 
 
-def _table(parser: argparse.ArgumentParser, actions: list[argparse.Action]) -> list[str]:
-    rows = ["| | |", "|---|---|"]
+def _table(
+    parser: argparse.ArgumentParser, actions: list[argparse.Action], title: str = "Option"
+) -> list[str]:
+    rows = [f"| {title} | Description |", "|---|---|"]
     rows += [f"| {_name(a)} | {_cell(_help(parser, a))} |" for a in actions]
     return [*rows, ""]
 
@@ -104,9 +106,9 @@ def section(name: str, parser: argparse.ArgumentParser) -> list[str]:
         if name == "demo" and set(a.option_strings) & (COMMON - {"-h", "--help"})
     ]
     if positionals:
-        out += ["**Arguments**", "", *_table(parser, positionals)]
+        out += _table(parser, positionals, "Argument")
     if options or redefined:
-        out += ["**Options**", "", *_table(parser, options + redefined)]
+        out += _table(parser, options + redefined)
     out += ["And the [common options](#common-options).", ""]
     if parser.epilog:
         out += ["**Examples**", "", "```text", parser.epilog.strip("\n"), "```", ""]
@@ -117,9 +119,9 @@ def reference() -> str:
     """The generated part of the page."""
     main = build_parser()
     shared = common()
-    out = ["## Common options", "", "Every command takes these:", ""]
+    out = ["```text", main.format_usage().removeprefix("usage: ").strip(), "```", ""]
+    out += ["## Common options", "", "Every command takes these:", ""]
     out += _table(shared, [a for a in shared._actions if a.option_strings])
-    out += ["```text", main.format_usage().removeprefix("usage: ").strip(), "```", ""]
     for name, parser in commands():
         out += section(name, parser)
     return "\n".join(out)

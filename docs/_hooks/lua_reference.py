@@ -47,7 +47,16 @@ def header_text(source: str) -> str:
 
 
 def _escape(text: str) -> str:
-    return html.escape(text, quote=False).replace("*", "\\*").replace("|", "\\|")
+    """Header prose as Markdown text: ``<ns>``, ``*`` and ``__producer__`` stay as written."""
+    text = html.escape(text, quote=False)
+    return re.sub(r"([*_|\\`])", r"\\\1", text)
+
+
+def _column(text: str) -> str:
+    """A key pattern (``<ns>:{<topic>/<p>}:part``) as code, anything else as text."""
+    if " " not in text and ("<ns>" in text or text.startswith("<")):
+        return f"`{text}`"
+    return _escape(text)
 
 
 def _slot_text(lines: list[str]) -> str:
@@ -55,7 +64,13 @@ def _slot_text(lines: list[str]) -> str:
     line of the form ``word  text`` starts a sub-item of its own)."""
     first, *rest = lines
     columns = re.split(r"\s{2,}", first.strip())
-    text = " — ".join(_escape(c) for c in columns if c)
+    columns = [c for c in columns if c]
+    if len(columns) > 1 and re.fullmatch(r"[A-Za-z_][\w.]*", columns[0]):
+        # An argument's name ("session  the caller's session id"): as code.
+        columns[0] = f"`{columns[0]}`"
+        text = " — ".join([columns[0], *(_column(c) for c in columns[1:])])
+    else:
+        text = " — ".join(_column(c) for c in columns)
     for line in rest:
         sub = re.match(r"^\s+(?P<word>\S+)\s{2,}(?P<text>.+)$", line)
         if sub:
@@ -108,10 +123,11 @@ def section(header: Header) -> list[str]:
     """One script's section of the page."""
     keys = "1 key" if header.nkeys == 1 else f"{header.nkeys} keys"
     out = [f"## `{header.name}`", "", f"`lua/{header.name}-{header.nkeys}.lua` — {keys}.", ""]
-    out += [_escape(header.purpose), ""]
-    for title, entries in (("Keys", header.keys), ("Arguments", header.argv)):
+    purpose = header.purpose[:1].upper() + header.purpose[1:]
+    out += [_escape(purpose), ""]
+    for title, entries in (("Key", header.keys), ("Argument", header.argv)):
         if entries:
-            out += [f"**{title}**", "", "| | |", "|---|---|"]
+            out += [f"| {title} | What it is |", "|---|---|"]
             out += [f"| `{slot}` | {text} |" for slot, text in entries]
             out += [""]
     for label, body in header.labelled:
@@ -126,7 +142,7 @@ def includes(folder: Path) -> list[str]:
     out = [
         "## Shared includes",
         "",
-        "Pulled into a script where it names them (`--- @include \"name\"`), when the "
+        'Pulled into a script where it names them (`--- @include "name"`), when the '
         "scripts are loaded.",
         "",
     ]

@@ -4,7 +4,8 @@ The docstrings are written for ``help()`` and doctest (rST roles, ````code````, 
 sessions, ``::`` literal blocks); mkdocstrings renders Markdown, where ``>>>`` is a nested
 quote and a role is literal text. Before a docstring is parsed this rewrites, outside code:
 
-- a doctest session (``>>>`` / ``...`` lines and their output) into a ``pycon`` fence;
+- a doctest session (``>>>`` / ``...`` lines and their output) into a ``pycon`` fence,
+  without its ``# doctest: +SKIP`` directives;
 - a paragraph ending in ``::`` and the indented block after it into a colon and a fence;
 - ````code```` into ```code```;
 - ``:class:`~fencing.X``` (and ``func``, ``meth``, ``mod``, ``attr``, ``exc``, ``data``) into
@@ -25,6 +26,8 @@ from griffe import Extension, Object
 _ROLE = re.compile(r":(?:class|func|meth|mod|attr|exc|data|obj):`(?P<tilde>~?)(?P<target>[^`]+)`")
 _LITERAL = re.compile(r"``(?P<code>.+?)``")
 _DOCTEST = re.compile(r"^(?P<indent>[ \t]*)>>>(?: |$)")
+# A doctest directive is for doctest, not for the reader.
+_DIRECTIVE = re.compile(r"\s*#\s*doctest:\s*[+-]\w+(?:\s*,\s*[+-]\w+)*\s*$")
 
 
 def _indent(line: str) -> int:
@@ -60,7 +63,7 @@ def _blocks(text: str) -> list[str]:
             indent = match.group("indent")
             session = []
             while i < len(lines) and lines[i].strip():
-                session.append(lines[i])
+                session.append(_DIRECTIVE.sub("", lines[i]))
                 i += 1
             if out and out[-1].strip():
                 out.append("")
