@@ -77,6 +77,7 @@ class PageRun:
     globals: dict[str, Any] = field(default_factory=lambda: {"__name__": "__main__"})
     done: int = 0  # the blocks run so far (1-based index of the last one)
     failed: str | None = None  # the id of the block that failed
+    cluster: ServerInfo | None = None  # the cluster, once a block named one
 
 
 RUNS: dict[str, PageRun] = {}
@@ -96,14 +97,15 @@ class Targets:
         return text
 
 
-def _targets(request: pytest.FixtureRequest, so_far: list[Block]) -> Targets:
-    """The page's targets, for its blocks up to this one (Spark and the cluster start at the
-    first block that needs them)."""
-    server: ServerInfo = request.getfixturevalue("docs_server")
-    cluster = request.getfixturevalue("docs_cluster") if _uses_cluster(so_far) else None
+def _targets(request: pytest.FixtureRequest, run: PageRun, block: Block) -> Targets:
+    """Where the page's blocks up to this one point: Spark and the cluster start at the
+    first block about to run that needs them (never for a page that already failed)."""
+    so_far = BY_PAGE[block.page][: block.index]
+    if run.cluster is None and _uses_cluster(so_far):
+        run.cluster = request.getfixturevalue("docs_cluster")
     if _uses_spark(so_far):
         request.getfixturevalue("docs_spark")
-    return Targets(server, cluster)
+    return Targets(request.getfixturevalue("docs_server"), run.cluster)
 
 
 def _source(block: Block, targets: Targets) -> str:
@@ -157,20 +159,26 @@ def _run_test_file(block: Block, text: str, run: PageRun, targets: Targets, tmp:
         )
 
 
-def _run(block: Block, run: PageRun, targets: Targets, tmp: Path) -> None:
-    text = _source(block, targets)
-    if block.test_file is not None:
-        _run_test_file(block, text, run, targets, tmp)
-    else:
-        _exec(block, text, run)
+def _run(block: Block, run: PageRun, request: pytest.FixtureRequest, tmp: Path) -> None:
+    """Run one block; a failure marks the page as failed at this block."""
+    try:
+        targets = _targets(request, run, block)
+        text = _source(block, targets)
+        if block.test_file is not None:
+            _run_test_file(block, text, run, targets, tmp)
+        else:
+            _exec(block, text, run)
+    except BaseException:
+        run.failed = block.id
+        raise
 
 
-def _finish(page: str, run: PageRun, targets: Targets) -> None:
+def _finish(page: str, run: PageRun, server: ServerInfo) -> None:
     """After a page's last block: forget its script and drop its keys."""
     run.globals.clear()
-    _drop_namespace(targets.server.url, run.namespace)
-    if targets.cluster is not None:
-        cluster = redis.RedisCluster.from_url(targets.cluster.url.replace("+cluster", ""))
+    _drop_namespace(server.url, run.namespace)
+    if run.cluster is not None:
+        cluster = redis.RedisCluster.from_url(run.cluster.url.replace("+cluster", ""))
         try:
             for key in cluster.scan_iter(match=f"{run.namespace}:*", count=1000):
                 cluster.delete(key)
@@ -185,29 +193,21 @@ def test_example(
 ) -> None:
     page = BY_PAGE[block.page]
     run = RUNS.setdefault(block.page, PageRun())
-    targets = _targets(request, page[: block.index])
+    server: ServerInfo = request.getfixturevalue("docs_server")
     monkeypatch.setenv("FENCING_NAMESPACE", run.namespace)
-    monkeypatch.setenv("FENCING_REDIS_URL", targets.server.url)
+    monkeypatch.setenv("FENCING_REDIS_URL", server.url)
     try:
         # Run alone (-k), a block first runs the ones before it: a page is one script.
         for earlier in page[run.done : block.index - 1]:
             if run.failed is None and earlier.skip is None:
-                try:
-                    _run(earlier, run, targets, tmp_path)
-                except BaseException:
-                    run.failed = earlier.id
-                    raise
+                _run(earlier, run, request, tmp_path)
             run.done = earlier.index
         if run.failed is not None:
             pytest.skip(f"{run.failed} failed, and this page's blocks run as one script")
         run.done = block.index
         if block.skip is not None:
             pytest.skip(f"{block.id}: {block.skip}")
-        try:
-            _run(block, run, targets, tmp_path)
-        except BaseException:
-            run.failed = block.id
-            raise
+        _run(block, run, request, tmp_path)
     finally:
         if block.index == page[-1].index:
-            _finish(block.page, run, targets)
+            _finish(block.page, run, server)
