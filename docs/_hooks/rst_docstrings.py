@@ -6,7 +6,8 @@ quote and a role is literal text. Before a docstring is parsed this rewrites, ou
 
 - a doctest session (``>>>`` / ``...`` lines and their output) into a ``pycon`` fence,
   without its ``# doctest: +SKIP`` directives;
-- a paragraph ending in ``::`` and the indented block after it into a colon and a fence;
+- a paragraph ending in ``::`` and the indented block after it into a colon and a fence
+  (highlighted as Python when it parses as Python);
 - ````code```` into ```code```;
 - ``:class:`~fencing.X``` (and ``func``, ``meth``, ``mod``, ``attr``, ``exc``, ``data``) into
   an optional cross-reference: a link where the target is documented, plain code where not
@@ -17,8 +18,10 @@ Registered in mkdocs.yml under the python handler's ``extensions``.
 
 from __future__ import annotations
 
+import ast
 import html
 import re
+import textwrap
 from typing import Any
 
 from griffe import Extension, Object
@@ -38,6 +41,15 @@ def _fence(lines: list[str], indent: str, language: str) -> list[str]:
     width = min((_indent(x) for x in lines if x.strip()), default=0)
     body = [x[width:] if x.strip() else "" for x in lines]
     return [f"{indent}```{language}", *(indent + x if x else "" for x in body), f"{indent}```"]
+
+
+def _language(block: list[str]) -> str:
+    """``python`` for a literal block that is Python (highlighted), else ``text``."""
+    try:
+        ast.parse(textwrap.dedent("\n".join(block)))
+    except SyntaxError:
+        return "text"
+    return "python"
 
 
 def _blocks(text: str) -> list[str]:
@@ -87,7 +99,8 @@ def _blocks(text: str) -> list[str]:
                 if head.strip():
                     out.append(head + ":")
                 out.append("")
-                out.extend(_fence(lines[j:block_end], " " * base, "text"))
+                block = lines[j:block_end]
+                out.extend(_fence(block, " " * base, _language(block)))
                 i = block_end
                 continue
         out.append(line)
