@@ -25,6 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -38,8 +39,9 @@ BY_PAGE: dict[str, list[Block]] = {}
 for _block in BLOCKS:
     BY_PAGE.setdefault(_block.page, []).append(_block)
 
-SERVER_URL = re.compile(r"redis://localhost:6379(?:/0)?(?![\w/:.])")
-CLUSTER_URL = re.compile(r"redis\+cluster://localhost:7000(?![\w/:.])")
+#: The addresses users write (a user and password may come before the host).
+SERVER_URL = re.compile(r"redis://(?P<auth>[^\s@/'\"]+@)?localhost:6379(?:/0)?(?![\w/:.])")
+CLUSTER_URL = re.compile(r"redis\+cluster://(?P<auth>[^\s@/'\"]+@)?localhost:7000(?![\w/:.])")
 #: What is left of a real server's address after the substitutions: never run it.
 REAL_ADDRESS = re.compile(
     r"(?:localhost|127\.0\.0\.1)(?::|['\"]?\s*,\s*port\s*=\s*)(?:6379|7000)\b|port\s*=\s*6379\b"
@@ -91,10 +93,19 @@ class Targets:
     cluster: ServerInfo | None
 
     def substitute(self, text: str) -> str:
-        text = SERVER_URL.sub(self.server.url, text)
+        text = SERVER_URL.sub(lambda m: _at(self.server.url, m.group("auth")), text)
         if self.cluster is not None:
-            text = CLUSTER_URL.sub(self.cluster.url, text)
+            cluster = self.cluster.url
+            text = CLUSTER_URL.sub(lambda m: _at(cluster, m.group("auth")), text)
         return text
+
+
+def _at(url: str, auth: str | None) -> str:
+    """``url`` with the example's ``user:password@``, if it wrote one."""
+    if not auth:
+        return url
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=auth + parts.netloc.rsplit("@", 1)[-1]))
 
 
 def _targets(request: pytest.FixtureRequest, run: PageRun, block: Block) -> Targets:
