@@ -1,0 +1,56 @@
+"""What the documentation's examples run against: one throwaway Redis 7 (the examples run on
+one server kind), a local cluster only for pages that name one, the suite's Spark only for
+pages that use it. ``FENCING_TEST_REDIS_URL`` / ``FENCING_TEST_CLUSTER_URL`` point them at
+servers of yours instead, as for the rest of the suite.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from fencing.embedded import EmbeddedCluster, EmbeddedServer
+
+from ..conftest import EXTERNAL_URL, ServerInfo
+
+EXTERNAL_CLUSTER = os.environ.get("FENCING_TEST_CLUSTER_URL")
+
+
+@pytest.fixture(scope="session")
+def docs_server() -> Iterator[ServerInfo]:
+    """The server every example's ``redis://localhost:6379/0`` becomes."""
+    if EXTERNAL_URL:
+        yield ServerInfo(url=EXTERNAL_URL, kind="external", owned=False)
+        return
+    with EmbeddedServer.start("redis") as embedded:
+        yield ServerInfo(url=embedded.url, kind="redis", owned=True, embedded=embedded)
+
+
+@pytest.fixture(scope="module")
+def docs_cluster() -> Iterator[ServerInfo]:
+    """The cluster every example's ``redis+cluster://localhost:7000`` becomes (started on the
+    first page that names one)."""
+    if EXTERNAL_CLUSTER:
+        yield ServerInfo(url=EXTERNAL_CLUSTER, kind="external", owned=False)
+        return
+    with EmbeddedCluster.start("redis") as made:
+        yield ServerInfo(url=made.url, kind="redis-cluster", owned=True)
+
+
+@pytest.fixture(scope="module")
+def docs_spark() -> Iterator[Any]:
+    """The suite's local Spark (``tests.support.spark``), for the pages that use PySpark: their
+    ``SparkSession.builder.getOrCreate()`` returns it. Stopped when the examples are done, so
+    the Spark tests' own sessions start with their own settings."""
+    pytest.importorskip("pyspark", reason="the spark extra is not installed")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark examples need Java (17) on PATH or JAVA_HOME")
+    from ..support.spark import make_session  # noqa: PLC0415 - only where Spark is used
+
+    session = make_session()
+    yield session
+    session.stop()

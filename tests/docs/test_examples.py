@@ -1,0 +1,224 @@
+"""Every ```` ```python ```` block of README.md and docs/ runs, against real servers.
+
+The blocks of one page run in order in one shared namespace: a page reads as one script, and
+each block is one item (``README.md::block3``). A block whose earlier sibling failed is
+skipped naming it; a block run alone (``-k``) first runs the blocks before it. Addresses are
+written as users write them and replaced here: ``redis://localhost:6379/0`` (or without the
+``/0``) by the throwaway server, ``redis+cluster://localhost:7000`` by a local cluster. Each
+page has a ``FENCING_NAMESPACE`` of its own (and ``FENCING_REDIS_URL`` names the throwaway
+server, so a default address never reaches a real one); its keys are dropped after its last
+block. A block titled with a pytest file name (``title="test_orders.py"``) is written to a
+temporary folder and run by pytest in a subprocess; every test in it must pass. A block after
+``<!-- example: skip — reason -->`` is skipped with that reason. Pages that use PySpark get
+the suite's Spark session.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import re
+import subprocess
+import sys
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import redis
+
+from ..conftest import ServerInfo, _drop_namespace
+from ..support.paths import ROOT
+from .examples import Block, all_blocks
+
+BLOCKS = all_blocks()
+BY_PAGE: dict[str, list[Block]] = {}
+for _block in BLOCKS:
+    BY_PAGE.setdefault(_block.page, []).append(_block)
+
+#: The addresses users write (a user and password may come before the host).
+SERVER_URL = re.compile(r"redis://(?P<auth>[^\s@/'\"]+@)?localhost:6379(?:/0)?(?![\w/:.])")
+CLUSTER_URL = re.compile(r"redis\+cluster://(?P<auth>[^\s@/'\"]+@)?localhost:7000(?![\w/:.])")
+#: What is left of a real server's address after the substitutions: never run it.
+REAL_ADDRESS = re.compile(
+    r"(?:localhost|127\.0\.0\.1)(?::|['\"]?\s*,\s*port\s*=\s*)(?:6379|7000)\b|port\s*=\s*6379\b"
+)
+#: A pytest-file block's whole run, and a page that starts Spark or a cluster.
+SUBPROCESS_TIMEOUT = 300.0
+SLOW_PAGE_TIMEOUT = 600
+
+
+def _uses_spark(blocks: list[Block]) -> bool:
+    return any(
+        "pyspark" in b.code or "fencing.spark" in b.code for b in blocks if b.test_file is None
+    )
+
+
+def _uses_cluster(blocks: list[Block]) -> bool:
+    return any(CLUSTER_URL.search(b.code) for b in blocks)
+
+
+def _params() -> list[Any]:
+    params = []
+    for block in BLOCKS:
+        page = BY_PAGE[block.page]
+        slow = _uses_spark(page) or _uses_cluster(page) or block.test_file is not None
+        marks = [pytest.mark.timeout(SLOW_PAGE_TIMEOUT)] if slow else []
+        params.append(pytest.param(block, id=block.id, marks=marks))
+    return params
+
+
+@dataclass
+class PageRun:
+    """One page's script as it runs: its globals, its namespace, how far it got."""
+
+    namespace: str = field(default_factory=lambda: "d" + uuid.uuid4().hex[:12])
+    globals: dict[str, Any] = field(default_factory=lambda: {"__name__": "__main__"})
+    done: int = 0  # the blocks run so far (1-based index of the last one)
+    failed: str | None = None  # the id of the block that failed
+    cluster: ServerInfo | None = None  # the cluster, once a block named one
+
+
+RUNS: dict[str, PageRun] = {}
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Where the page's addresses point."""
+
+    server: ServerInfo
+    cluster: ServerInfo | None
+
+    def substitute(self, text: str) -> str:
+        text = SERVER_URL.sub(lambda m: _at(self.server.url, m.group("auth")), text)
+        if self.cluster is not None:
+            cluster = self.cluster.url
+            text = CLUSTER_URL.sub(lambda m: _at(cluster, m.group("auth")), text)
+        return text
+
+
+def _at(url: str, auth: str | None) -> str:
+    """``url`` with the example's ``user:password@``, if it wrote one."""
+    if not auth:
+        return url
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=auth + parts.netloc.rsplit("@", 1)[-1]))
+
+
+def _targets(request: pytest.FixtureRequest, run: PageRun, block: Block) -> Targets:
+    """Where the page's blocks up to this one point: Spark and the cluster start at the
+    first block about to run that needs them (never for a page that already failed)."""
+    so_far = BY_PAGE[block.page][: block.index]
+    if run.cluster is None and _uses_cluster(so_far):
+        run.cluster = request.getfixturevalue("docs_cluster")
+    if _uses_spark(so_far):
+        request.getfixturevalue("docs_spark")
+    return Targets(request.getfixturevalue("docs_server"), run.cluster)
+
+
+def _source(block: Block, targets: Targets) -> str:
+    text = targets.substitute(block.code)
+    left = REAL_ADDRESS.search(text)
+    if left:
+        pytest.fail(
+            f"{block.id} (line {block.line}) names {left.group(0)!r} in a form the runner does "
+            "not replace: write redis://localhost:6379/0 or redis+cluster://localhost:7000",
+            pytrace=False,
+        )
+    return text
+
+
+def _exec(block: Block, text: str, run: PageRun) -> None:
+    filename = f"{block.page}::block{block.index}"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    shown = None
+    try:
+        exec(compile(text, filename, "exec"), run.globals)
+    except Exception as exc:
+        # From the example's frame on, one line per frame (pytest would print pages of
+        # source around every frame of the library).
+        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+        shown = "".join(traceback.format_exception(type(exc), exc, tb))
+    if shown is not None:
+        pytest.fail(f"{block.id} (the block at line {block.line}) raised:\n{shown}", pytrace=False)
+
+
+def _run_test_file(block: Block, text: str, run: PageRun, targets: Targets, tmp: Path) -> None:
+    assert block.test_file is not None
+    (tmp / block.test_file).write_text(text, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FENCING_", "PYTEST_"))}
+    env["FENCING_NAMESPACE"] = run.namespace
+    env["FENCING_REDIS_URL"] = targets.server.url
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", block.test_file],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT,
+        check=False,
+    )
+    if result.returncode != 0:
+        pytest.fail(
+            f"{block.id} (line {block.line}): pytest {block.test_file} exited "
+            f"{result.returncode}\n{result.stdout}\n{result.stderr}",
+            pytrace=False,
+        )
+
+
+def _run(block: Block, run: PageRun, request: pytest.FixtureRequest, tmp: Path) -> None:
+    """Run one block; a failure marks the page as failed at this block."""
+    try:
+        targets = _targets(request, run, block)
+        text = _source(block, targets)
+        if block.test_file is not None:
+            _run_test_file(block, text, run, targets, tmp)
+        else:
+            _exec(block, text, run)
+    except BaseException:
+        run.failed = block.id
+        raise
+
+
+def _finish(page: str, run: PageRun, server: ServerInfo) -> None:
+    """After a page's last block: forget its script and drop its keys."""
+    run.globals.clear()
+    _drop_namespace(server.url, run.namespace)
+    if run.cluster is not None:
+        cluster = redis.RedisCluster.from_url(run.cluster.url.replace("+cluster", ""))
+        try:
+            for key in cluster.scan_iter(match=f"{run.namespace}:*", count=1000):
+                cluster.delete(key)
+        finally:
+            cluster.close()
+    RUNS.pop(page, None)
+
+
+@pytest.mark.parametrize("block", _params())
+def test_example(
+    block: Block, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    page = BY_PAGE[block.page]
+    run = RUNS.setdefault(block.page, PageRun())
+    server: ServerInfo = request.getfixturevalue("docs_server")
+    monkeypatch.setenv("FENCING_NAMESPACE", run.namespace)
+    monkeypatch.setenv("FENCING_REDIS_URL", server.url)
+    try:
+        # Run alone (-k), a block first runs the ones before it: a page is one script.
+        for earlier in page[run.done : block.index - 1]:
+            if run.failed is None and earlier.skip is None:
+                _run(earlier, run, request, tmp_path)
+            run.done = earlier.index
+        if run.failed is not None:
+            pytest.skip(f"{run.failed} failed, and this page's blocks run as one script")
+        run.done = block.index
+        if block.skip is not None:
+            pytest.skip(f"{block.id}: {block.skip}")
+        _run(block, run, request, tmp_path)
+    finally:
+        if block.index == page[-1].index:
+            _finish(block.page, run, server)
