@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from fencing.embedded import EmbeddedCluster, EmbeddedServer
+from fencing.embedded import EmbeddedCluster, EmbeddedServer, TlsFiles
 
 from ..conftest import EXTERNAL_URL, ServerInfo
 
@@ -39,6 +39,20 @@ def docs_cluster() -> Iterator[ServerInfo]:
         return
     with EmbeddedCluster.start("redis") as made:
         yield ServerInfo(url=made.url, kind="redis-cluster", owned=True)
+
+
+@pytest.fixture(scope="module")
+def docs_tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
+    """The server every example's ``rediss://localhost:6380/0?ssl_ca_certs=...`` becomes:
+    Redis over TLS only, with a certificate made for it (started on the first page that
+    names one)."""
+    tls = TlsFiles.make(tmp_path_factory.mktemp("docs-tls"))
+    try:
+        made = EmbeddedServer.start("redis", tls=tls)
+    except RuntimeError as exc:
+        pytest.skip(f"redis-server here has no TLS: {str(exc)[:120]}")
+    with made:
+        yield ServerInfo(url=made.url, kind="redis-tls", owned=True, embedded=made)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@ The blocks of one page run in order in one shared namespace: a page reads as one
 each block is one item (``README.md::block3``). A block whose earlier sibling failed is
 skipped naming it; a block run alone (``-k``) first runs the blocks before it. Addresses are
 written as users write them and replaced here: ``redis://localhost:6379/0`` (or without the
-``/0``) by the throwaway server, ``redis+cluster://localhost:7000`` by a local cluster. Each
+``/0``) by the throwaway server, ``redis+cluster://localhost:7000`` by a local cluster,
+``rediss://localhost:6380/0?ssl_ca_certs=<file>`` by a server over TLS (and its CA). Each
 page has a ``FENCING_NAMESPACE`` of its own (and ``FENCING_REDIS_URL`` names the throwaway
 server, so a default address never reaches a real one); its keys are dropped after its last
 block. A block titled with a pytest file name (``title="test_orders.py"``) is written to a
@@ -42,9 +43,15 @@ for _block in BLOCKS:
 #: The addresses users write (a user and password may come before the host).
 SERVER_URL = re.compile(r"redis://(?P<auth>[^\s@/'\"]+@)?localhost:6379(?:/0)?(?![\w/:.])")
 CLUSTER_URL = re.compile(r"redis\+cluster://(?P<auth>[^\s@/'\"]+@)?localhost:7000(?![\w/:.])")
+#: A server over TLS, with the certificate authority the user names (replaced by the one the
+#: throwaway server's certificate was made with).
+TLS_URL = re.compile(
+    r"rediss://(?P<auth>[^\s@/'\"]+@)?localhost:6380(?:/0)?\?ssl_ca_certs=[^\s'\"&]+(?![\w/:.&])"
+)
 #: What is left of a real server's address after the substitutions: never run it.
 REAL_ADDRESS = re.compile(
-    r"(?:localhost|127\.0\.0\.1)(?::|['\"]?\s*,\s*port\s*=\s*)(?:6379|7000)\b|port\s*=\s*6379\b"
+    r"(?:localhost|127\.0\.0\.1)(?::|['\"]?\s*,\s*port\s*=\s*)(?:6379|6380|7000)\b"
+    r"|port\s*=\s*6379\b"
 )
 #: A pytest-file block's whole run, and a page that starts Spark or a cluster.
 SUBPROCESS_TIMEOUT = 300.0
@@ -61,11 +68,17 @@ def _uses_cluster(blocks: list[Block]) -> bool:
     return any(CLUSTER_URL.search(b.code) for b in blocks)
 
 
+def _uses_tls(blocks: list[Block]) -> bool:
+    return any(TLS_URL.search(b.code) for b in blocks)
+
+
 def _params() -> list[Any]:
     params = []
     for block in BLOCKS:
         page = BY_PAGE[block.page]
-        slow = _uses_spark(page) or _uses_cluster(page) or block.test_file is not None
+        slow = block.test_file is not None or any(
+            uses(page) for uses in (_uses_spark, _uses_cluster, _uses_tls)
+        )
         marks = [pytest.mark.timeout(SLOW_PAGE_TIMEOUT)] if slow else []
         params.append(pytest.param(block, id=block.id, marks=marks))
     return params
@@ -80,6 +93,7 @@ class PageRun:
     done: int = 0  # the blocks run so far (1-based index of the last one)
     failed: str | None = None  # the id of the block that failed
     cluster: ServerInfo | None = None  # the cluster, once a block named one
+    tls: ServerInfo | None = None  # the server over TLS, once a block named one
 
 
 RUNS: dict[str, PageRun] = {}
@@ -91,12 +105,16 @@ class Targets:
 
     server: ServerInfo
     cluster: ServerInfo | None
+    tls: ServerInfo | None = None
 
     def substitute(self, text: str) -> str:
         text = SERVER_URL.sub(lambda m: _at(self.server.url, m.group("auth")), text)
         if self.cluster is not None:
             cluster = self.cluster.url
             text = CLUSTER_URL.sub(lambda m: _at(cluster, m.group("auth")), text)
+        if self.tls is not None:
+            tls = self.tls.url
+            text = TLS_URL.sub(lambda m: _at(tls, m.group("auth")), text)
         return text
 
 
@@ -114,9 +132,11 @@ def _targets(request: pytest.FixtureRequest, run: PageRun, block: Block) -> Targ
     so_far = BY_PAGE[block.page][: block.index]
     if run.cluster is None and _uses_cluster(so_far):
         run.cluster = request.getfixturevalue("docs_cluster")
+    if run.tls is None and _uses_tls(so_far):
+        run.tls = request.getfixturevalue("docs_tls_server")
     if _uses_spark(so_far):
         request.getfixturevalue("docs_spark")
-    return Targets(request.getfixturevalue("docs_server"), run.cluster)
+    return Targets(request.getfixturevalue("docs_server"), run.cluster, run.tls)
 
 
 def _source(block: Block, targets: Targets) -> str:
