@@ -15,8 +15,9 @@ on that object fails without a round trip.
 
 The :class:`Producer` is the face over objects of one job each: the lease on each
 partition (:mod:`.lease`), the producer id over its life (:mod:`.producer_ids`), each
-partition's queue and its call in flight (:mod:`.partition_queue`), the outcomes of calls
-and pending batches (:mod:`.outcomes`), and the sender of ``send_async`` (:mod:`.sender`).
+partition's queue (:mod:`.partition_queue`) and the call that carries its head
+(:mod:`.group_send`), the outcomes of calls and pending batches (:mod:`.outcomes`), and
+the sender of ``send_async`` (:mod:`.sender`).
 """
 
 from __future__ import annotations
@@ -240,7 +241,7 @@ class Producer(ProcessBound):
         if self._renewal is not None:
             self._renewal.cancel()
         for queue in list(self._queues.values()):
-            queue.fail_all(status.fenced)
+            queue.sending.fail_all(status.fenced)
         self._wakeup.set()  # the sender, if any, ends
         self._lease.release(self._standings())
 
@@ -263,7 +264,7 @@ class Producer(ProcessBound):
                 self._renewal.cancel()
             closed = InvalidArgument("the producer was closed before this record was sent")
             for queue in list(self._queues.values()):
-                queue.fail_all(closed)
+                queue.sending.fail_all(closed)
             self._answers.deliver()
             self._lease.release(self._standings())
 
@@ -451,7 +452,7 @@ class Producer(ProcessBound):
         with queue.holding():
             if standing.pending is None:
                 return None
-            result = queue.resolve_pending()
+            result = queue.sending.resolve_pending()
             if result is not None and self.durability.command is not None:
                 try:
                     self._calls.execute(self._lease.renew_call(standing), self.durability)
