@@ -34,8 +34,9 @@ from ..errors import (
 )
 from .claims import Campaign
 from .context import Context, context_of
-from .leadership import Callback, Leadership, TermHooks, begin_term
+from .leadership import Leadership, begin_term
 from .ownership import Ownership
+from .term_view import Callback, TermHooks
 
 if TYPE_CHECKING:
     from .._retry import RetryBudget
