@@ -118,7 +118,12 @@ class Leadership:
 
     @property
     def reason(self) -> FencingError | None:
-        """Why the term ended (None while it lasts)."""
+        """Why the term ended (None while it lasts).
+
+        >>> await leadership.resign()
+        >>> type(leadership.reason).__name__
+        'Fenced'
+        """
         return self._ended_reason() if self.lost.is_set() else None
 
     async def check(self) -> Grant:
@@ -129,6 +134,10 @@ class Leadership:
         deadline (or the lease lapsed) while nobody else was elected, and
         :class:`~fencing.StateLost` if the row vanished. Every failure also ends the term
         here (``lost`` is set), and ``on_revoked`` has run when it raises.
+
+        >>> grant = await leadership.check()          # before a write fenced by the token
+        >>> grant.token == leadership.token
+        True
         """
         self._hooks.check_process()
         if self.lost.is_set():
@@ -179,7 +188,11 @@ class Leadership:
 
     async def resign(self) -> None:
         """End the term now: ``lost`` is set, ``on_revoked`` runs, the row is released and
-        waiting candidates are woken. Idempotent; leaving the campaign block calls it."""
+        waiting candidates are woken. Idempotent; leaving the campaign block calls it.
+
+        >>> leadership = await election.campaign()
+        >>> await leadership.resign()                 # the next candidate is elected now
+        """
         if not self._hooks.in_own_process():
             return
         if self.lost.is_set():

@@ -160,7 +160,12 @@ class Election(ProcessBound, runtime.Ready):
         return self._win(timeout)
 
     def leader(self) -> LeaderInfo | None:
-        """Who leads now by server time, or None (nobody, or the last lease lapsed)."""
+        """Who leads now by server time, or None (nobody, or the last lease lapsed).
+
+        >>> info = election.leader()
+        >>> info.label if info else None                                 # doctest: +SKIP
+        'host-a'
+        """
         self._ready()
         return self._leader(self._budget)
 
@@ -179,7 +184,11 @@ class Election(ProcessBound, runtime.Ready):
         )
 
     def candidates(self) -> int:
-        """How many candidates are campaigning (waiting to be elected) now."""
+        """How many candidates are campaigning (waiting to be elected) now.
+
+        >>> election.candidates()                                  # doctest: +SKIP
+        2
+        """
         self._ready()
         return (self._peek()).candidates
 
@@ -239,7 +248,10 @@ class Election(ProcessBound, runtime.Ready):
 
     def close(self) -> None:
         """Resign any term this election holds and end every :meth:`observe` iterator.
-        Idempotent; in a forked child it does nothing (the terms are the parent's)."""
+        Idempotent; in a forked child it does nothing (the terms are the parent's).
+
+        >>> election.close()
+        """
         if not self._in_own_process():
             return
         self._closed.set()
