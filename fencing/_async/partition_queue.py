@@ -13,8 +13,8 @@ an asynchronous exception), the others' records go back to the head of the queue
 the batch's resolution, and the next call on the partition answers each of them exactly:
 the offsets the batch landed at, or a send of their own if it did not land. Nobody is told
 "maybe" because somebody else was interrupted. The path of a send:
-producer → :class:`PartitionQueue` → :func:`fencing._protocol.topic.append` → driver →
-script, and back the same way.
+producer → :class:`PartitionQueue` → :class:`~.group_send.GroupSend` →
+:func:`fencing._protocol.topic.append` → driver → script, and back the same way.
 
 The call itself and the answers it gives are :mod:`.group_send`.
 
