@@ -41,7 +41,7 @@ import redis.asyncio
 
 import fencing
 import fencing.aio
-from fencing._sync.partition_queue import PartitionQueue
+from fencing._sync.group_send import GroupSend
 
 from . import machine
 from .common import server
@@ -283,29 +283,30 @@ class Cost:
 
 
 class CycleTrace:
-    """Times every call of a sync partition queue (``_send_group``) and every wait for the callers
-    it answered to run again (``_let_answered_run``): a cycle is one, then the other.
+    """Times every call of a sync partition queue (``GroupSend._send_group``) and every wait
+    for the callers it answered to run again (``PartitionQueue._let_answered_run``): a cycle
+    is one, then the other.
     (Wraps two private methods for the length of a ``with``; a diagnostic, not an API.)"""
 
     def __init__(self) -> None:
         self.calls: list[tuple[int, int, int]] = []  # (start ns, end ns, records)
 
     def __enter__(self) -> CycleTrace:
-        self._kept = PartitionQueue._send_group
+        self._kept = GroupSend._send_group
         calls, kept, clock = self.calls, self._kept, time.perf_counter_ns
 
-        def timed(queue: PartitionQueue, group: list[object], done: object) -> None:
+        def timed(sending: GroupSend, group: list[object], done: object) -> None:
             start = clock()
             try:
-                kept(queue, group, done)  # type: ignore[arg-type]
+                kept(sending, group, done)  # type: ignore[arg-type]
             finally:
                 calls.append((start, clock(), len(group)))
 
-        PartitionQueue._send_group = timed  # type: ignore[assignment,method-assign]
+        GroupSend._send_group = timed  # type: ignore[assignment,method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        PartitionQueue._send_group = self._kept  # type: ignore[method-assign]
+        GroupSend._send_group = self._kept  # type: ignore[method-assign]
 
     def medians(self) -> tuple[float, float, float]:
         """Median µs of a call, median µs from a call's end to the next one's start, and

@@ -1,11 +1,15 @@
-"""Shared helpers for the benchmarks: a throwaway server, timing, percentiles, a table."""
+"""Shared helpers for the benchmarks: a throwaway server, a local Spark session, timing,
+percentiles, a table."""
 
 from __future__ import annotations
 
+import os
 import statistics
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import redis
 
@@ -17,6 +21,35 @@ def server() -> Iterator[EmbeddedServer]:
     """A throwaway local server (redis-server from PATH, else Valkey) for one bench run."""
     with EmbeddedServer.start() as s:
         yield s
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def spark_session(config: Mapping[str, str] | None = None) -> Any:
+    """A SparkSession on ``local[2]`` whose Python workers run this interpreter and import
+    the library from this checkout (needs the spark extra and Java 17); ``config`` adds
+    settings.
+
+    >>> spark = spark_session({"spark.python.worker.reuse": "true"})  # doctest: +SKIP
+    """
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    )
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - the spark extra
+
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+    )
+    for key, value in (config or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 def rate(fn: Callable[[], int], seconds: float) -> float:

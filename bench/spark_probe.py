@@ -19,38 +19,14 @@ One throwaway local server, one SparkSession on ``local[2]``. Measured:
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
 import uuid
-from typing import Any
 
 from fencing.spark import ForeachBatchSink
 from fencing.spark.probe import check_executors
 
-from .common import server, table
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _spark() -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    )
-    from pyspark.sql import SparkSession  # noqa: PLC0415 - the spark extra
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+from .common import server, spark_session, table
 
 
 def _ms(seconds: float) -> str:
@@ -61,7 +37,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
-    spark = _spark()
+    spark = spark_session({"spark.python.worker.reuse": "true"})
     tiny = []
     for _ in range(args.rounds + 1):  # the first job warms up the JVM
         start = time.perf_counter()

@@ -21,9 +21,7 @@ Rows per second are the medians over rounds, wall time of the whole ``foreachBat
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
 import uuid
 from collections.abc import Iterable
@@ -33,27 +31,7 @@ import redis
 
 from fencing.spark import ForeachBatchSink
 
-from .common import server, table
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _session() -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    )
-    from pyspark.sql import SparkSession  # noqa: PLC0415 - the spark extra
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+from .common import server, spark_session, table
 
 
 def naive_xadd(url: str, key: str, rows: Iterable[Any]) -> None:
@@ -84,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     n = args.rows or (50_000 if args.quick else 200_000)
     rounds = args.rounds or (2 if args.quick else 3)
-    spark = _session()
+    spark = spark_session()
     from pyspark.sql import functions as F  # noqa: PLC0415, N812
 
     df = (

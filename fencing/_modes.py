@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 
 
 class AccessMode(enum.Enum):
-    """How a producer shares its partitions (Pulsar's PIP-68 modes, plus fencing)."""
+    """How a producer shares its partitions (Pulsar's PIP-68 modes, plus fencing).
+
+    >>> producer = topic.producer(access_mode=fencing.AccessMode.EXCLUSIVE)
+    >>> fencing.AccessMode("wait_for_exclusive")
+    <AccessMode.WAIT_FOR_EXCLUSIVE: 'wait_for_exclusive'>
+    """
 
     SHARED = "shared"
     EXCLUSIVE = "exclusive"

@@ -87,7 +87,11 @@ class Record:
 
     @property
     def size(self) -> int:
-        """Bytes this record counts against the limits (value, key, encoded headers)."""
+        """Bytes this record counts against the limits (value, key, encoded headers).
+
+        >>> fencing.Record(b"hello", key=b"k", headers={"h": b"v"}).size
+        16
+        """
         return len(self.value) + len(self.key or b"") + len(encode_headers(self.headers))
 
 

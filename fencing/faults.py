@@ -70,7 +70,11 @@ LOOPBACK = "127.0.0.1"
 
 
 class Action(enum.Enum):
-    """What a rule does to a request that matches it."""
+    """What a rule does to a request that matches it.
+
+    >>> proxy.drop_replies(b"EVALSHA").action                      # doctest: +SKIP
+    <Action.DROP_REPLY: 'drop_reply'>
+    """
 
     DROP_REPLY = "drop_reply"
     DROP_REQUEST = "drop_request"
@@ -79,7 +83,12 @@ class Action(enum.Enum):
 
 
 class Rule:
-    """An armed fault (or an observer) on a :class:`Proxy`. Made by the proxy's methods."""
+    """An armed fault (or an observer) on a :class:`Proxy`. Made by the proxy's methods.
+
+    >>> with proxy.drop_replies(b"EVALSHA") as rule:               # doctest: +SKIP
+    ...     send_in_background()
+    ...     rule.wait(5)                      # the request went, its reply was lost
+    """
 
     def __init__(
         self, proxy: Proxy, pattern: bytes, action: Action, count: int | None, close: bool
@@ -113,14 +122,22 @@ class Rule:
         return True
 
     def wait(self, timeout: float) -> None:
-        """Wait until the rule fired once; ``TimeoutError`` after ``timeout`` seconds."""
+        """Wait until the rule fired once; ``TimeoutError`` after ``timeout`` seconds.
+
+        >>> rule = proxy.observe(b"EVALSHA")                            # doctest: +SKIP
+        >>> rule.wait(5)                          # TimeoutError if nothing matched in 5 s
+        """
         if not self.fired.wait(timeout):
             raise TimeoutError(
                 f"{self!r} did not fire within {timeout}s: no request matched its pattern"
             )
 
     def remove(self) -> None:
-        """Disarm the rule (connections it already muted or deafened stay so)."""
+        """Disarm the rule (connections it already muted or deafened stay so).
+
+        >>> rule = proxy.drop_requests(b"EVALSHA", count=None)          # doctest: +SKIP
+        >>> rule.remove()                         # (leaving its ``with`` block does it too)
+        """
         self.proxy._remove(self)
 
     def __enter__(self) -> Rule:
@@ -176,6 +193,9 @@ class Proxy:
     Start it with ``with Proxy(port) as proxy:`` (or :meth:`start` / :meth:`close`); clients
     connect to ``proxy.port`` (:meth:`url_for` rewrites a server URL to go through it).
     The proxy itself only ever listens on 127.0.0.1, whatever the upstream.
+
+    >>> with Proxy(6379) as proxy:                                  # doctest: +SKIP
+    ...     client = fencing.Client.from_url(proxy.url)
     """
 
     def __init__(self, upstream_port: int, upstream_host: str = LOOPBACK) -> None:
@@ -201,7 +221,11 @@ class Proxy:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> Proxy:
-        """Listen on a free loopback port and start accepting connections."""
+        """Listen on a free loopback port and start accepting connections.
+
+        >>> proxy = Proxy(server.port).start()                          # doctest: +SKIP
+        >>> proxy.close()
+        """
         if self._listener is not None:
             raise RuntimeError("the proxy is already started")
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -218,7 +242,11 @@ class Proxy:
         return self
 
     def close(self) -> None:
-        """Stop accepting, close every connection and join every thread. Idempotent."""
+        """Stop accepting, close every connection and join every thread. Idempotent.
+
+        >>> proxy = Proxy(server.port).start()                          # doctest: +SKIP
+        >>> proxy.close()                         # (leaving its ``with`` block does it too)
+        """
         self._stopping.set()
         if self._acceptor is not None:
             self._acceptor.join(JOIN_TIMEOUT)
@@ -243,7 +271,11 @@ class Proxy:
 
     @property
     def url(self) -> str:
-        """``redis://127.0.0.1:<port>/0``: where a Redis client should connect."""
+        """``redis://127.0.0.1:<port>/0``: where a Redis client should connect.
+
+        >>> Proxy(6379).start().url                                     # doctest: +SKIP
+        'redis://127.0.0.1:40111/0'
+        """
         return f"redis://{LOOPBACK}:{self.port}/0"
 
     def url_for(self, server_url: str) -> str:
@@ -266,29 +298,56 @@ class Proxy:
     # -- rules ----------------------------------------------------------------------------
 
     def drop_replies(self, pattern: bytes, count: int | None = 1, *, close: bool = True) -> Rule:
-        """Deliver the next ``count`` matching requests but lose the server's replies."""
+        """Deliver the next ``count`` matching requests but lose the server's replies.
+
+        >>> with proxy.drop_replies(b"EVALSHA") as rule:                # doctest: +SKIP
+        ...     producer.send(b"v")               # applied; its reply lost, then resent
+        >>> rule.hits
+        1
+        """
         return self._add(Rule(self, pattern, Action.DROP_REPLY, count, close))
 
     def drop_requests(self, pattern: bytes, count: int | None = 1, *, close: bool = True) -> Rule:
-        """Never deliver the next ``count`` matching requests."""
+        """Never deliver the next ``count`` matching requests.
+
+        >>> with proxy.drop_requests(b"EVALSHA", close=False):          # doctest: +SKIP
+        ...     owner.renew()                     # never reaches the server
+        """
         return self._add(Rule(self, pattern, Action.DROP_REQUEST, count, close))
 
     def refuse_connections(self, count: int | None = 1) -> Rule:
         """Close the next ``count`` accepted connections at once, before anything reaches
-        the server: the client's connect (its handshake) fails, and no request was sent."""
+        the server: the client's connect (its handshake) fails, and no request was sent.
+
+        >>> with proxy.refuse_connections(count=None):                  # doctest: +SKIP
+        ...     proxy.sever()                     # every reconnect fails until the block ends
+        """
         return self._add(Rule(self, b"<connect>", Action.REFUSE_CONNECTION, count, True))
 
     def observe(self, pattern: bytes) -> Rule:
-        """Count the requests that match ``pattern``; change nothing."""
+        """Count the requests that match ``pattern``; change nothing.
+
+        >>> with proxy.observe(b"EVALSHA") as seen:                     # doctest: +SKIP
+        ...     producer.send(b"v")
+        >>> seen.hits
+        1
+        """
         return self._add(Rule(self, pattern, Action.OBSERVE, None, False))
 
     def clear(self) -> None:
-        """Disarm every rule."""
+        """Disarm every rule.
+
+        >>> proxy.clear()                                               # doctest: +SKIP
+        """
         with self._lock:
             self._rules.clear()
 
     def sever(self) -> list[threading.Thread]:
-        """Close every open connection (clients reconnect); returns their threads."""
+        """Close every open connection (clients reconnect); returns their threads.
+
+        >>> for thread in proxy.sever():                                # doctest: +SKIP
+        ...     thread.join(5)
+        """
         with self._lock:
             items = list(self._connections.items())
         for connection, _ in items:
@@ -296,7 +355,11 @@ class Proxy:
         return [thread for _, thread in items]
 
     def active_connections(self) -> int:
-        """Connections open now."""
+        """Connections open now.
+
+        >>> proxy.active_connections()                                  # doctest: +SKIP
+        2
+        """
         with self._lock:
             return len(self._connections)
 

@@ -81,7 +81,7 @@ async def delete_topic(context: Context, name: object, *, force: object = False)
     budget = context.budget_default()
     meta_key = keys.topic_meta(topic)
     partitions, inc, resumed = await driver.execute(
-        protocol.topic.topic_delete(meta_key, topic, "mark"), budget
+        protocol.admin.topic_delete(meta_key, topic, "mark"), budget
     )
     pks = [keys.partition(topic, p) for p in range(partitions)]
     r = driver.redis
@@ -90,7 +90,7 @@ async def delete_topic(context: Context, name: object, *, force: object = False)
         # Each partition takes no new user from here (opens through topic handles made
         # before are refused too), so the users found below are all there are.
         for pk in pks:
-            await driver.execute(protocol.topic.partition_delete(pk, inc, "mark"), budget)
+            await driver.execute(protocol.admin.partition_delete(pk, inc, "mark"), budget)
         marked = True
         found = await _partition_keys(r, keys, topic, partitions)
         users = [] if force else await _users(r, keys, topic, found)
@@ -124,11 +124,11 @@ async def delete_topic(context: Context, name: object, *, force: object = False)
         )
     for pk in pks:
         # The metadata goes first, in the script: every handle's next call fails from here.
-        ours = await driver.execute(protocol.topic.partition_delete(pk, inc, "drop"), budget)
+        ours = await driver.execute(protocol.admin.partition_delete(pk, inc, "drop"), budget)
         more = found[pk.partition].keys if ours and pk.partition in found else []
         for i in range(0, len(more), UNLINK_PAGE):
             await r.unlink(*more[i : i + UNLINK_PAGE])
-    await driver.execute(protocol.topic.topic_delete(meta_key, topic, "drop", inc), budget)
+    await driver.execute(protocol.admin.topic_delete(meta_key, topic, "drop", inc), budget)
 
 
 async def _unmark(
@@ -144,8 +144,8 @@ async def _unmark(
     """Undo a delete's marks (it was refused): the topic and its partitions open again."""
     if partitions:
         for pk in pks:
-            await driver.execute(protocol.topic.partition_delete(pk, inc, "unmark"), budget)
-    await driver.execute(protocol.topic.topic_delete(meta_key, topic, "unmark", inc), budget)
+            await driver.execute(protocol.admin.partition_delete(pk, inc, "unmark"), budget)
+    await driver.execute(protocol.admin.topic_delete(meta_key, topic, "unmark", inc), budget)
 
 
 async def _partition_keys(r: Any, keys: Keys, topic: str, partitions: int) -> dict[int, _Partition]:

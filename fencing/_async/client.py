@@ -114,7 +114,11 @@ class Client:
 
     @property
     def namespace(self) -> str:
-        """The prefix of every key this client writes."""
+        """The prefix of every key this client writes.
+
+        >>> client.namespace
+        'billing'
+        """
         return self.keys.namespace
 
     # -- handles --------------------------------------------------------------------------
@@ -233,14 +237,21 @@ class Client:
 
     @property
     def is_cluster(self) -> bool:
-        """Whether this client talks to a Redis Cluster."""
+        """Whether this client talks to a Redis Cluster.
+
+        >>> client.is_cluster
+        False
+        """
         return self._context.drivers.is_cluster
 
     # -- lifecycle -----------------------------------------------------------------------
 
     async def close(self) -> None:
         """Resign the terms of this client's elections, stop lease renewals and the
-        notification listener, and close this client's own connections."""
+        notification listener, and close this client's own connections.
+
+        >>> await client.close()          # or leave ``async with Client.from_url(...) as client``
+        """
         for election in list(self._elections):
             await election.close()
         await self._context.close()

@@ -170,7 +170,11 @@ class Consumer(ProcessBound):
 
     @property
     def partitions(self) -> list[int]:
-        """The partitions this consumer owns."""
+        """The partitions this consumer owns.
+
+        >>> consumer.partitions
+        [0, 1]
+        """
         return list(self._parts)
 
     async def poll(self, max_records: int = 100, block_ms: int | None = None) -> list[Record]:
@@ -181,6 +185,8 @@ class Consumer(ProcessBound):
         another member took a partition over, :class:`~fencing.LeaseExpired` if a lease
         lapsed (the background renewal could not reach Redis). With ``block_ms`` waits up
         to that long for records when none are there.
+
+        >>> records = await consumer.poll(max_records=500, block_ms=1000)
         """
         count, block = read_limits(max_records, block_ms)
         self._ready()
@@ -212,6 +218,10 @@ class Consumer(ProcessBound):
         :class:`~fencing.Fenced` and writes nothing for that partition. Partitions are
         committed in ascending order and the first failure is raised (partitions before it
         stay committed). Every offset is validated before anything is written.
+
+        >>> await consumer.commit()                                      # doctest: +SKIP
+        {0: 120, 1: 98}
+        >>> await consumer.commit({0: 100})           # an offset of your own
         """
         self._ready()
         if offsets is None:
@@ -273,6 +283,9 @@ class Consumer(ProcessBound):
         """The group's committed offset of ``partition`` (None if it never committed).
 
         Any partition of the topic may be asked, owned or not.
+
+        >>> await consumer.committed(0)                                  # doctest: +SKIP
+        120
         """
         pk = self._meta.partition_keys(partition)
         self._check_process()
@@ -293,12 +306,18 @@ class Consumer(ProcessBound):
         return value
 
     def position(self, partition: int) -> int:
-        """The offset the next poll reads from on an owned ``partition``."""
+        """The offset the next poll reads from on an owned ``partition``.
+
+        >>> consumer.position(0)                                         # doctest: +SKIP
+        120
+        """
         return self._readers[self._owned(partition)].position
 
     async def seek(self, partition: int, offset: int) -> None:
         """Move an owned partition to ``offset`` (checked now against the partition's range:
         :class:`~fencing.OffsetOutOfRange` below the first retained record or past the end).
+
+        >>> await consumer.seek(0, 100)               # the next poll reads partition 0 from 100
         """
         p = self._owned(partition)
         self._ready()
@@ -306,7 +325,11 @@ class Consumer(ProcessBound):
 
     async def close(self) -> None:
         """Release every partition at once (waiting members are woken). Idempotent; does
-        not commit. In a forked child it does nothing (the grants are the parent's)."""
+        not commit. In a forked child it does nothing (the grants are the parent's).
+
+        >>> await consumer.commit()
+        >>> await consumer.close()        # or leave ``async with topic.consumer(...) as c``
+        """
         if not self._in_own_process():
             return
         self._closed = True

@@ -34,8 +34,9 @@ from ..errors import (
 )
 from .claims import Campaign
 from .context import Context, context_of
-from .leadership import Callback, Leadership, TermHooks, begin_term
+from .leadership import Leadership, begin_term
 from .ownership import Ownership
+from .term_view import Callback, TermHooks
 
 if TYPE_CHECKING:
     from .._retry import RetryBudget
@@ -157,7 +158,12 @@ class Election(ProcessBound, runtime.Ready):
         return await self._win(timeout)
 
     async def leader(self) -> LeaderInfo | None:
-        """Who leads now by server time, or None (nobody, or the last lease lapsed)."""
+        """Who leads now by server time, or None (nobody, or the last lease lapsed).
+
+        >>> info = await election.leader()
+        >>> info.label if info else None                                 # doctest: +SKIP
+        'host-a'
+        """
         self._ready()
         return await self._leader(self._budget)
 
@@ -176,7 +182,11 @@ class Election(ProcessBound, runtime.Ready):
         )
 
     async def candidates(self) -> int:
-        """How many candidates are campaigning (waiting to be elected) now."""
+        """How many candidates are campaigning (waiting to be elected) now.
+
+        >>> await election.candidates()                                  # doctest: +SKIP
+        2
+        """
         self._ready()
         return (await self._peek()).candidates
 
@@ -236,7 +246,10 @@ class Election(ProcessBound, runtime.Ready):
 
     async def close(self) -> None:
         """Resign any term this election holds and end every :meth:`observe` iterator.
-        Idempotent; in a forked child it does nothing (the terms are the parent's)."""
+        Idempotent; in a forked child it does nothing (the terms are the parent's).
+
+        >>> await election.close()
+        """
         if not self._in_own_process():
             return
         self._closed.set()

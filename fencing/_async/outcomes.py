@@ -87,7 +87,7 @@ class Outcomes:
         done.failed = True
         # A refusal (a typed error other than OutcomeUnknown) wrote nothing. Anything
         # else - OutcomeUnknown, or an interrupt after the request may have left (the
-        # queue settles an interrupted group itself, see PartitionQueue._interrupted) -
+        # queue settles an interrupted group itself, see GroupSend._interrupted) -
         # leaves the batch pending: resolved before the next send, so its sequences are
         # never reused blindly.
         unknown = isinstance(exc, OutcomeUnknown) or not isinstance(exc, FencingError)

@@ -94,18 +94,31 @@ class Reader:
 
     @property
     def position(self) -> int:
-        """The offset the next read starts at."""
+        """The offset the next read starts at.
+
+        >>> reader = await topic.reader(0, start_offset=10)
+        >>> reader.position
+        10
+        """
         return self._position
 
     @property
     def end_offset(self) -> int | None:
-        """Where this reader stops (exclusive), or None if it tails."""
+        """Where this reader stops (exclusive), or None if it tails.
+
+        >>> (await topic.reader(0, "earliest", end_offset=100)).end_offset   # doctest: +SKIP
+        100
+        """
         return self._end
 
     @property
     def at_end(self) -> bool:
         """Whether a reader with an ``end_offset`` has read up to it (always False for a
-        tailing reader)."""
+        tailing reader).
+
+        >>> while not reader.at_end:
+        ...     records = await reader.read(max_records=1000)
+        """
         return self._end is not None and self._position >= self._end
 
     async def seek(self, offset: int) -> None:
@@ -113,6 +126,8 @@ class Reader:
 
         Raises :class:`~fencing.OffsetOutOfRange` below the first retained record or past
         the next offset.
+
+        >>> await reader.seek(0)
         """
         self._ready()
         position = check_int("offset", offset)
@@ -122,17 +137,27 @@ class Reader:
         self._position = position
 
     def seek_unchecked(self, offset: int) -> None:
-        """Put the position back to an offset this reader already read from (no I/O)."""
+        """Put the position back to an offset this reader already read from (no I/O).
+
+        >>> mark = reader.position
+        >>> records = await reader.read()
+        >>> reader.seek_unchecked(mark)               # read the same records again
+        """
         self._position = offset
 
     async def read(self, max_records: int = 100, block_ms: int | None = None) -> list[Record]:
-        """Up to ``max_records`` records from the current position (at most 10,000 per
-        read: page through a longer log, or iterate the reader).
+        """Up to ``max_records`` records from the current position. ``max_records`` is
+        capped at 10,000 per read (a larger value raises :class:`~fencing.InvalidArgument`):
+        page through a longer log, or iterate the reader.
 
         With ``block_ms``, waits up to that long for records when none are there yet.
         A reader with an ``end_offset`` never reads past it: at the end, this returns
         ``[]`` at once. Raises :class:`~fencing.OffsetOutOfRange` if the position was
         trimmed away.
+
+        >>> records = await reader.read(max_records=500, block_ms=1000)
+        >>> [(r.offset, r.value) for r in records]                       # doctest: +SKIP
+        [(0, b'hello')]
         """
         self._ready()
         count, block = read_limits(max_records, block_ms)
@@ -192,7 +217,10 @@ class Reader:
     async def close(self) -> None:
         """End this reader's use: a read after raises :class:`~fencing.InvalidArgument`, and
         iterating it ends (once the records already fetched are handed out). Idempotent; it
-        holds nothing on the server, so nothing is released."""
+        holds nothing on the server, so nothing is released.
+
+        >>> await reader.close()          # or leave ``async with topic.reader(0) as reader``
+        """
         self._closed = True
 
     async def __aenter__(self) -> Reader:

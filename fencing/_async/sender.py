@@ -68,7 +68,7 @@ class Sender:
                 # held even with nothing queued: a call in flight may carry the last records.
                 async with queue.holding():
                     while mark is not None and queue.queue and not settled(mark):
-                        await queue.send_next()
+                        await queue.sending.send_next()
             self._answers.deliver()  # (waits for a delivery under way in another thread)
         finally:
             self._wakeup.flushing = False
@@ -99,7 +99,7 @@ class Sender:
                         for _ in range(SERVE_AFTER_OWN):
                             if not queue.queue:
                                 break
-                            await queue.send_next()
+                            await queue.sending.send_next()
                 except Exception:  # pragma: no cover - send_next answers every entry
                     log.exception("redis-fencing: the sender %s failed", self._name)
 

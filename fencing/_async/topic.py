@@ -101,7 +101,10 @@ class Topic:
     # -- metadata ---------------------------------------------------------------------------
 
     async def open(self) -> Topic:
-        """Create or check the topic's metadata now (otherwise done on first use)."""
+        """Create or check the topic's metadata now (otherwise done on first use).
+
+        >>> topic = await client.topic("orders", partitions=4).open()    # created here if new
+        """
         await self._meta.open()
         return self
 
@@ -112,36 +115,59 @@ class Topic:
     @property
     def producer_state_ttl(self) -> float:
         """Seconds after its last write that a producer's state is kept on this topic (fixed
-        at creation; the topic must be open)."""
+        at creation; the topic must be open).
+
+        >>> (await client.topic("orders").open()).producer_state_ttl      # doctest: +SKIP
+        604800.0
+        """
         runtime.require_open(self)
         return self._meta.producer_state_ttl
 
     @property
     def dedup_window(self) -> int:
         """How many of an idempotent producer's last batches per partition a resend is
-        answered from (fixed at creation; the topic must be open)."""
+        answered from (fixed at creation; the topic must be open).
+
+        >>> (await client.topic("orders").open()).dedup_window           # doctest: +SKIP
+        5
+        """
         runtime.require_open(self)
         return self._meta.info.dedup_window
 
     @property
     def partitions(self) -> int:
-        """The number of partitions (the topic must be open: the sync flavour opens it here)."""
+        """The number of partitions (the topic must be open: the sync flavour opens it here).
+
+        >>> (await client.topic("orders", partitions=4).open()).partitions
+        4
+        """
         runtime.require_open(self)
         return self._meta.partitions
 
     @property
     def incarnation(self) -> str:
-        """The random id created with the topic (the topic must be open)."""
+        """The random id created with the topic (the topic must be open).
+
+        >>> (await client.topic("orders").open()).incarnation           # doctest: +SKIP
+        '5f0c9a1e2b7d4c3a'
+        """
         runtime.require_open(self)
         return self._meta.incarnation
 
     def partition_for(self, key: bytes | str) -> int:
-        """The partition of a key: Kafka's murmur2, so keys land where Kafka puts them."""
+        """The partition of a key: Kafka's murmur2, so keys land where Kafka puts them.
+
+        >>> topic.partition_for(b"user-1")                               # doctest: +SKIP
+        2
+        """
         runtime.require_open(self)
         return self._meta.partition_for(key)
 
     async def offsets(self, partition: int) -> tuple[int, int]:
-        """``(start, next)``: the first retained offset and the next offset to be written."""
+        """``(start, next)``: the first retained offset and the next offset to be written.
+
+        >>> start, next_offset = await topic.offsets(0)
+        """
         return await self._meta.offsets(partition)
 
     async def trim(self, partition: int, *, before_offset: int) -> int:
@@ -149,6 +175,9 @@ class Topic:
 
         Offsets of the records kept never change (G6). Trimming past the end raises
         :class:`~fencing.OffsetOutOfRange`; trimming below the current start does nothing.
+
+        >>> await topic.trim(0, before_offset=1000)                      # doctest: +SKIP
+        1000
         """
         meta = self._meta
         await meta.open()

@@ -6,13 +6,14 @@ into a typed exception. The driver (:mod:`fencing._async.driver`, and its genera
 execute calls, so both share every rule written here.
 """
 
-from . import base, consumer, election, ownership, producer, reads, sink, topic
+from . import admin, base, consumer, election, ownership, producer, reads, sink, topic
 from .base import ErrorReply, ReadCall, ScriptCall, parse_error_reply
 
 __all__ = [
     "ErrorReply",
     "ReadCall",
     "ScriptCall",
+    "admin",
     "base",
     "consumer",
     "election",

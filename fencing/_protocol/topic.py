@@ -249,52 +249,6 @@ def topic_open(
     )
 
 
-def topic_delete(
-    key: str, topic: str, step: str, incarnation: str = ""
-) -> ScriptCall[tuple[int, str, bool]]:
-    """One step of deleting a topic on its metadata: ``"mark"`` returns the partition
-    count, the incarnation and whether a delete had marked it before; ``"unmark"`` and
-    ``"drop"`` (of ``incarnation`` only) return ``(done, "", False)``."""
-
-    def parse(reply: Any) -> tuple[int, str, bool]:
-        if step == "mark":
-            partitions, inc, already = reply
-            return int(partitions), text(inc), int(already) == 1
-        return int(reply), "", False
-
-    return ScriptCall(
-        script=script("topic_delete"),
-        keys=(key,),
-        args=(step, incarnation),
-        parse=parse,
-        error=topic_errors(topic, key),
-    )
-
-
-def partition_delete(pk: PartitionKeys, topic_incarnation: str, step: str) -> ScriptCall[bool]:
-    """One step of deleting a partition (``"mark"``, ``"unmark"``, ``"drop"``), on the
-    topic incarnation given only; True if the partition is of that incarnation."""
-    return ScriptCall(
-        script=script("partition_delete"),
-        keys=(
-            pk.meta,
-            pk.stream,
-            pk.owner,
-            pk.shared,
-            pk.waiters,
-            pk.waiting_leases,
-            pk.pids,
-            pk.pid_expiry,
-            pk.names,
-            pk.window,
-            pk.committed,
-        ),
-        args=(topic_incarnation, step),
-        parse=lambda reply: int(reply) == 1,
-        error=partition_errors(pk),
-    )
-
-
 def topic_ready(key: str, topic: str, incarnation: str) -> ScriptCall[bool]:
     """Mark a topic whose partitions are all initialised."""
     return ScriptCall(

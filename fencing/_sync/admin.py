@@ -83,7 +83,7 @@ def delete_topic(context: Context, name: object, *, force: object = False) -> No
     budget = context.budget_default()
     meta_key = keys.topic_meta(topic)
     partitions, inc, resumed = driver.execute(
-        protocol.topic.topic_delete(meta_key, topic, "mark"), budget
+        protocol.admin.topic_delete(meta_key, topic, "mark"), budget
     )
     pks = [keys.partition(topic, p) for p in range(partitions)]
     r = driver.redis
@@ -92,7 +92,7 @@ def delete_topic(context: Context, name: object, *, force: object = False) -> No
         # Each partition takes no new user from here (opens through topic handles made
         # before are refused too), so the users found below are all there are.
         for pk in pks:
-            driver.execute(protocol.topic.partition_delete(pk, inc, "mark"), budget)
+            driver.execute(protocol.admin.partition_delete(pk, inc, "mark"), budget)
         marked = True
         found = _partition_keys(r, keys, topic, partitions)
         users = [] if force else _users(r, keys, topic, found)
@@ -126,11 +126,11 @@ def delete_topic(context: Context, name: object, *, force: object = False) -> No
         )
     for pk in pks:
         # The metadata goes first, in the script: every handle's next call fails from here.
-        ours = driver.execute(protocol.topic.partition_delete(pk, inc, "drop"), budget)
+        ours = driver.execute(protocol.admin.partition_delete(pk, inc, "drop"), budget)
         more = found[pk.partition].keys if ours and pk.partition in found else []
         for i in range(0, len(more), UNLINK_PAGE):
             r.unlink(*more[i : i + UNLINK_PAGE])
-    driver.execute(protocol.topic.topic_delete(meta_key, topic, "drop", inc), budget)
+    driver.execute(protocol.admin.topic_delete(meta_key, topic, "drop", inc), budget)
 
 
 def _unmark(
@@ -146,8 +146,8 @@ def _unmark(
     """Undo a delete's marks (it was refused): the topic and its partitions open again."""
     if partitions:
         for pk in pks:
-            driver.execute(protocol.topic.partition_delete(pk, inc, "unmark"), budget)
-    driver.execute(protocol.topic.topic_delete(meta_key, topic, "unmark", inc), budget)
+            driver.execute(protocol.admin.partition_delete(pk, inc, "unmark"), budget)
+    driver.execute(protocol.admin.topic_delete(meta_key, topic, "unmark", inc), budget)
 
 
 def _partition_keys(r: Any, keys: Keys, topic: str, partitions: int) -> dict[int, _Partition]:

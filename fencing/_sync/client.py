@@ -116,7 +116,11 @@ class Client:
 
     @property
     def namespace(self) -> str:
-        """The prefix of every key this client writes."""
+        """The prefix of every key this client writes.
+
+        >>> client.namespace
+        'billing'
+        """
         return self.keys.namespace
 
     # -- handles --------------------------------------------------------------------------
@@ -235,14 +239,21 @@ class Client:
 
     @property
     def is_cluster(self) -> bool:
-        """Whether this client talks to a Redis Cluster."""
+        """Whether this client talks to a Redis Cluster.
+
+        >>> client.is_cluster
+        False
+        """
         return self._context.drivers.is_cluster
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
         """Resign the terms of this client's elections, stop lease renewals and the
-        notification listener, and close this client's own connections."""
+        notification listener, and close this client's own connections.
+
+        >>> client.close()          # or leave ``with Client.from_url(...) as client``
+        """
         for election in list(self._elections):
             election.close()
         self._context.close()

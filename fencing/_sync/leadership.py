@@ -28,8 +28,8 @@ loss and the stopped callback runs on time):
   starts while the old term's callbacks run. ``resign()`` or ``close()`` called from inside
   a callback does not wait for itself.
 
-A term knows its election only through what it reads of it (:class:`ElectionView`) and
-the few things it asks of it (:class:`TermHooks`); :func:`begin_term` starts it.
+A term knows its election only through what it reads of it and the few things it asks of
+it (:mod:`.term_view`); :func:`begin_term` starts it.
 """
 
 from __future__ import annotations
@@ -37,68 +37,21 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
 
 from .. import _forks as forks
 from .._grant import Grant
-from .._protocol.election import LeaderInfo, RowView
 from .._runtime.threads import primitives as runtime
 from ..errors import Fenced, FencingError, LeaseExpired, StateLost
 from . import term_errors
 from .lost_event import LostEvent
 from .ownership import Ownership
+from .term_view import ElectionView, TermHooks
 
 log = logging.getLogger(__name__)
 
 #: The exit status of a process whose election was made with ``exit_on_loss=True`` when it
 #: loses a term it did not give up itself (EX_SOFTWARE).
 EXIT_ON_LOSS_STATUS = 70
-
-#: on_elected / on_revoked: called with the term (under fencing, may be a coroutine
-#: function).
-Callback = Callable[["Leadership"], Any]
-
-
-class ElectionView(Protocol):
-    """The :class:`~fencing.Election` that won a term, as the term sees it: its settings,
-    and what a callback may ask of it (``term.election.leader()``...) - a protocol, so that
-    a term needs no import of the campaign's module."""
-
-    name: str
-    candidate_id: str
-    ttl: float
-    renew_deadline: float
-    retry_period: float
-    on_elected: Callback | None
-    on_revoked: Callback | None
-    exit_on_loss: bool
-
-    def leader(self) -> LeaderInfo | None: ...
-    def candidates(self) -> int: ...
-    def observe(self, timeout: float | None = None) -> Iterator[LeaderInfo | None]: ...
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class TermHooks:
-    """What a term asks of the election that won it, handed over as functions.
-
-    >>> hooks = TermHooks(check_process=..., in_own_process=..., peek=..., publish_change=...,
-    ...                   ended=...)                                  # doctest: +SKIP
-    """
-
-    #: Raise :class:`~fencing.ProcessBoundError` in a process forked from the election's.
-    check_process: Callable[[], None]
-    #: False in a process forked from the election's (the term is the parent's there).
-    in_own_process: Callable[[], bool]
-    #: Read the election's row by server time.
-    peek: Callable[[], runtime.Later[RowView]]
-    #: Tell observers of the election that its leader changed (best effort).
-    publish_change: Callable[[str], runtime.Later[None]]
-    #: The term ended (released, and observers told): the election forgets it.
-    ended: Callable[[Leadership], None]
 
 
 class Leadership:
@@ -167,7 +120,12 @@ class Leadership:
 
     @property
     def reason(self) -> FencingError | None:
-        """Why the term ended (None while it lasts)."""
+        """Why the term ended (None while it lasts).
+
+        >>> leadership.resign()
+        >>> type(leadership.reason).__name__
+        'Fenced'
+        """
         return self._ended_reason() if self.lost.is_set() else None
 
     def check(self) -> Grant:
@@ -178,6 +136,10 @@ class Leadership:
         deadline (or the lease lapsed) while nobody else was elected, and
         :class:`~fencing.StateLost` if the row vanished. Every failure also ends the term
         here (``lost`` is set), and ``on_revoked`` has run when it raises.
+
+        >>> grant = leadership.check()          # before a write fenced by the token
+        >>> grant.token == leadership.token
+        True
         """
         self._hooks.check_process()
         if self.lost.is_set():
@@ -228,7 +190,11 @@ class Leadership:
 
     def resign(self) -> None:
         """End the term now: ``lost`` is set, ``on_revoked`` runs, the row is released and
-        waiting candidates are woken. Idempotent; leaving the campaign block calls it."""
+        waiting candidates are woken. Idempotent; leaving the campaign block calls it.
+
+        >>> leadership = election.campaign()
+        >>> leadership.resign()                 # the next candidate is elected now
+        """
         if not self._hooks.in_own_process():
             return
         if self.lost.is_set():

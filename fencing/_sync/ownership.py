@@ -120,7 +120,12 @@ class Ownership(ProcessBound, runtime.Ready):
 
     @property
     def grants(self) -> dict[str, Grant]:
-        """The grants this handle holds now, as last confirmed by the server."""
+        """The grants this handle holds now, as last confirmed by the server.
+
+        >>> owner.claim(["orders/0"])
+        >>> sorted(owner.grants)
+        ['orders/0']
+        """
         return self._holdings.grants()
 
     def claim(
@@ -181,6 +186,9 @@ class Ownership(ProcessBound, runtime.Ready):
         is waited for like a claim: one that falls short raises
         :class:`~fencing.NotEnoughReplicas` and leaves the grant's known lease as it was
         (the longer lease is on the primary only, and a failover may forget it).
+
+        >>> owner.renew()                       # every grant; at least every ttl/3
+        >>> owner.renew("orders/0")
         """
         self._ready()
         names = list(self.grants) if resources is None else resource_list(resources)
@@ -215,6 +223,9 @@ class Ownership(ProcessBound, runtime.Ready):
         Raises :class:`Fenced` if another session was granted since (permanent for this
         grant), :class:`~fencing.errors.LeaseExpired` if the lease lapsed and nobody
         claimed it yet (``renew()`` to continue), :class:`StateLost` if the row vanished.
+
+        >>> grant = owner.check("orders/0")     # before an external write
+        >>> write_elsewhere(token=grant.token)                           # doctest: +SKIP
         """
         name = validate_resource(resource)
         self._ready()
@@ -235,6 +246,9 @@ class Ownership(ProcessBound, runtime.Ready):
 
         Returns ``{resource: released}``: False where the grant was no longer this
         session's (severed, or never held). Never raises :class:`Fenced`.
+
+        >>> owner.release(["orders/0"])
+        {'orders/0': True}
         """
         self._ready(check_safe=False)
         names = list(self.grants) if resources is None else resource_list(resources)
@@ -264,6 +278,8 @@ class Ownership(ProcessBound, runtime.Ready):
         """Release every grant and stop listening for notifications. Idempotent.
 
         In a forked child this does nothing at all: the grants are the parent's.
+
+        >>> owner.close()           # or leave ``with client.ownership(...) as owner``
         """
         if self._closed or not self._in_own_process():
             return

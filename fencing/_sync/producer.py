@@ -15,8 +15,9 @@ on that object fails without a round trip.
 
 The :class:`Producer` is the face over objects of one job each: the lease on each
 partition (:mod:`.lease`), the producer id over its life (:mod:`.producer_ids`), each
-partition's queue and its call in flight (:mod:`.partition_queue`), the outcomes of calls
-and pending batches (:mod:`.outcomes`), and the sender of ``send_async`` (:mod:`.sender`).
+partition's queue (:mod:`.partition_queue`) and the call that carries its head
+(:mod:`.group_send`), the outcomes of calls and pending batches (:mod:`.outcomes`), and
+the sender of ``send_async`` (:mod:`.sender`).
 """
 
 from __future__ import annotations
@@ -164,6 +165,9 @@ class Producer(ProcessBound):
 
         Partitions are taken one by one in ascending slot order; if one is refused, those
         already taken are released and the error (:class:`~fencing.ProducerBusy`) raised.
+
+        >>> producer = topic.producer(access_mode=fencing.AccessMode.EXCLUSIVE)  # opens
+        >>> producer.open()                     # again: nothing more to do
         """
         self._check_process()
         status = self._status
@@ -240,7 +244,7 @@ class Producer(ProcessBound):
         if self._renewal is not None:
             self._renewal.cancel()
         for queue in list(self._queues.values()):
-            queue.fail_all(status.fenced)
+            queue.sending.fail_all(status.fenced)
         self._wakeup.set()  # the sender, if any, ends
         self._lease.release(self._standings())
 
@@ -248,6 +252,8 @@ class Producer(ProcessBound):
         """Leave every partition at once (waiters are woken). Idempotent.
 
         In a forked child this does nothing at all: the lease is the parent's.
+
+        >>> producer.close()        # or leave ``with topic.producer() as producer``
         """
         status = self._status
         if (status.closed and self._lease.released) or not self._in_own_process():
@@ -263,7 +269,7 @@ class Producer(ProcessBound):
                 self._renewal.cancel()
             closed = InvalidArgument("the producer was closed before this record was sent")
             for queue in list(self._queues.values()):
-                queue.fail_all(closed)
+                queue.sending.fail_all(closed)
             self._answers.deliver()
             self._lease.release(self._standings())
 
@@ -281,14 +287,22 @@ class Producer(ProcessBound):
 
     @property
     def producer_id(self) -> int:
-        """The producer id written with every record (the producer must be open)."""
+        """The producer id written with every record (the producer must be open).
+
+        >>> producer.producer_id                                         # doctest: +SKIP
+        42
+        """
         if not self._status.opened:
             runtime.require_open(self)
         assert self._ids.current is not None
         return self._ids.current
 
     def epoch(self, partition: int) -> int:
-        """The epoch this producer holds (or registered under) on ``partition``."""
+        """The epoch this producer holds (or registered under) on ``partition``.
+
+        >>> producer.epoch(0)                                            # doctest: +SKIP
+        3
+        """
         if not self._status.opened:
             runtime.require_open(self)
         pk = self._meta.partition_keys(partition)
@@ -296,12 +310,23 @@ class Producer(ProcessBound):
 
     @property
     def fenced(self) -> bool:
-        """True once the producer was superseded (permanent)."""
+        """True once the producer was superseded (permanent).
+
+        >>> try:
+        ...     producer.send(b"v", partition=0)
+        ... except fencing.ProducerFenced:
+        ...     assert producer.fenced            # every later send fails at once
+        """
         return self._status.fenced is not None
 
     @property
     def last_resolution(self) -> tuple[int, list[RecordMetadata] | None] | None:
-        """How the last pending batch was resolved: (partition, its metadata or None)."""
+        """How the last pending batch was resolved: (partition, its metadata or None).
+
+        >>> producer.send(b"next", partition=0)   # settles a pending batch first
+        >>> producer.last_resolution                                     # doctest: +SKIP
+        (0, None)
+        """
         return self._status.last_resolution
 
     @last_resolution.setter
@@ -319,7 +344,12 @@ class Producer(ProcessBound):
     @property
     def state(self) -> ProducerState:
         """PID, generations and next sequence per partition: save it to resume later (the
-        producer must be open)."""
+        producer must be open).
+
+        >>> saved = producer.state.to_json()          # keep it with your checkpoint
+        >>> state = fencing.ProducerState.from_json(saved)
+        >>> producer = topic.producer(resume=state)                # same PID, sequences
+        """
         if not self._status.opened:
             runtime.require_open(self)
         return self._ids.state({p: q.standing for p, q in self._queues.items()})
@@ -338,6 +368,10 @@ class Producer(ProcessBound):
 
         Without ``partition`` the key picks one (Kafka's murmur2); records without a key go
         round-robin. ``expected_offset`` needs an explicit partition unless the topic has one.
+
+        >>> md = producer.send(b"hello", key=b"user-1")
+        >>> md.partition, md.offset                                      # doctest: +SKIP
+        (2, 0)
         """
         entry = group_commit.encode_one(value, key, headers, self._meta.limits, expected_offset)
         if partition is None:
@@ -357,6 +391,10 @@ class Producer(ProcessBound):
         (:class:`~fencing.OffsetMismatch` carries the real next offset). Sends queued on
         the partition meanwhile may travel in the same call (group commit); a batch with
         ``expected_offset`` always goes alone.
+
+        >>> mds = producer.send_batch([b"a", b"b"], partition=0, expected_offset=10)
+        >>> [md.offset for md in mds]                                    # doctest: +SKIP
+        [10, 11]
         """
         if self._status.fenced is not None:
             raise self._status.fenced
@@ -443,6 +481,11 @@ class Producer(ProcessBound):
         ``acks`` above "leader", a batch that landed is also waited for (a lease renewal
         written on the same connection carries the wait, which then covers the batch):
         :class:`~fencing.NotEnoughReplicas` if that falls short.
+
+        >>> try:
+        ...     producer.send(b"v", partition=0)
+        ... except fencing.OutcomeUnknown:
+        ...     landed = producer.resolve(0)    # its metadata, or None: never lands
         """
         self._check_process()
         pk = self._meta.partition_keys(partition)
@@ -451,7 +494,7 @@ class Producer(ProcessBound):
         with queue.holding():
             if standing.pending is None:
                 return None
-            result = queue.resolve_pending()
+            result = queue.sending.resolve_pending()
             if result is not None and self.durability.command is not None:
                 try:
                     self._calls.execute(self._lease.renew_call(standing), self.durability)

@@ -66,7 +66,7 @@ class Standing:
         self.floor = floor
         self.pending: Pending | None = None
         #: The last pending batch resolved and its outcome (its metadata if it landed),
-        #: recorded before ``pending`` is cleared (see PartitionQueue._settle_carried).
+        #: recorded before ``pending`` is cleared (see GroupSend.settle_carried).
         self.resolved: tuple[Pending, list[RecordMetadata] | None] | None = None
         #: Set once this producer left the partition (closed or gave up opening).
         self.left = False

@@ -56,6 +56,10 @@ class BatchMetrics:
     finished: rows an earlier attempt wrote were skipped) or ``skipped`` (the batch had
     finished before: nothing was written). ``rows`` counts the batch's rows, ``written`` the
     records appended now, ``duplicates`` the rows found already written.
+
+    >>> df.writeStream.foreachBatch(sink).start().processAllAvailable()  # doctest: +SKIP
+    >>> sink.last_batch.status, sink.last_batch.written             # doctest: +SKIP
+    ('written', 1000)
     """
 
     app_id: str
@@ -436,7 +440,11 @@ class ForeachBatchSink:
         )
 
     def close(self) -> None:
-        """Close the driver's client (executors keep theirs for the worker's life)."""
+        """Close the driver's client (executors keep theirs for the worker's life).
+
+        >>> query.stop()                                                # doctest: +SKIP
+        >>> sink.close()
+        """
         if self._client is not None:
             self._client.close()
             self._client = self._topic = None

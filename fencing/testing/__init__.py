@@ -18,7 +18,7 @@ For pytest, fixtures (``fencing_client``, ``fencing_async_client``) come with th
 
 What differs from a real server (no ``CONFIG``, ``WAIT`` or ``INFO``; the server clock is this
 process's ``time.time()``; the server lives in this process) is listed in the README under
-"Testing your code". Needs ``fakeredis[lua]`` (``pip install 'redis-fencing[test]'``); importing
+"Testing your code". Needs ``fakeredis[lua]`` (``pip install 'redis-fencing[testing]'``); importing
 this module does not, only the in-memory functions do.
 """
 
@@ -42,7 +42,7 @@ __all__ = [
 
 _MISSING_FAKEREDIS = (
     "fencing.testing's in-memory client needs fakeredis with Lua: "
-    "pip install 'fakeredis[lua]>=2.22' (or 'redis-fencing[test]')"
+    "pip install 'fakeredis[lua]>=2.22' (or 'redis-fencing[testing]')"
 )
 
 
@@ -64,6 +64,9 @@ def memory_server(
     ``version`` and ``server_type`` (``"redis"`` or ``"valkey"``) are what the server says it
     is; the library's scripts behave the same on both. Lua globals are read-only on it, as on
     Redis 7 (fakeredis alone would let one faulty script break every later one).
+
+    >>> server = memory_server()
+    >>> a, b = memory_client(server=server), memory_client(server=server)  # one "Redis"
     """
     server: fakeredis.FakeServer = _load_fake().new_server(version, server_type)
     return server
@@ -73,7 +76,14 @@ def memory_redis(
     server: fakeredis.FakeServer | None = None, *, decode_responses: bool = False
 ) -> fakeredis.FakeRedis:
     """A plain redis-py client (``fakeredis.FakeRedis``) on ``server`` (default: a new one),
-    to look at the keys the library wrote, or for your own commands."""
+    to look at the keys the library wrote, or for your own commands.
+
+    >>> server = memory_server()
+    >>> client = memory_client(server=server)
+    >>> raw = memory_redis(server)
+    >>> sorted(raw.keys())                                          # doctest: +SKIP
+    [b'test:pids', b'test:{orders/0}:log', ...]
+    """
     fake = _load_fake()
     client: fakeredis.FakeRedis = fake.sync_redis(
         server if server is not None else fake.new_server(), decode_responses=decode_responses
@@ -92,6 +102,10 @@ def memory_client(
     ``client_kwargs`` go to :class:`fencing.Client` (``socket_timeout``, ``settings``...).
     The eviction check is off (``allow_eviction=True``): fakeredis has no ``CONFIG GET`` and
     never evicts a key. Close the client when done (the plugin's fixtures do).
+
+    >>> with memory_client() as client:
+    ...     client.topic("orders", partitions=1).producer().send(b"hi").offset
+    0
     """
     fake = _load_fake()
     client_kwargs.setdefault("allow_eviction", True)

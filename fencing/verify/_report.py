@@ -44,12 +44,20 @@ class LogReport:
 
     @property
     def ok(self) -> bool:
-        """True when no violation was found."""
+        """True when no violation was found.
+
+        >>> report = verify_log(client, "orders")
+        >>> assert report.ok, report.summary()
+        """
         return not self.violations
 
     @property
     def checks(self) -> dict[str, str]:
-        """Each guarantee's verdict: "ok", "failed" or "not checked"."""
+        """Each guarantee's verdict: "ok", "failed" or "not checked".
+
+        >>> verify_log(client, "orders", exclusive=False).checks         # doctest: +SKIP
+        {'G1': 'not checked', 'G2': 'ok', 'G5': 'ok', 'G6': 'ok'}
+        """
         failed = {v.guarantee for v in self.violations}
         out = {}
         for g in GUARANTEES:
@@ -66,6 +74,10 @@ class LogReport:
 
         At most ``max_segments`` segment lines per partition and ``max_violations``
         violation lines are printed (:meth:`to_dict` holds them all).
+
+        >>> print(verify_log(client, "orders").summary())               # doctest: +SKIP
+        topic orders: 1 partition, 3 records
+        ...
         """
         lines = [
             f"topic {self.topic}: {count(self.partitions, 'partition')}, "

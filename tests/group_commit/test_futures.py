@@ -416,6 +416,6 @@ def test_a_blocking_send_from_a_future_callback_does_not_deadlock_the_sender(
     finally:
         # Unstick the callback's send (it waits in the queue), so the sender thread ends.
         standing = producer._queues[0]
-        standing.fail_all(fencing.InvalidArgument("unstuck by the test"))
+        standing.sending.fail_all(fencing.InvalidArgument("unstuck by the test"))
         wait_until(lambda: bool(got), 5, interval=0.002)
         producer.close()

@@ -26,7 +26,7 @@ import fencing._group_commit
 import fencing.aio
 from fencing import _group_commit as group_commit
 from fencing._runtime.threads import primitives as threads
-from fencing._sync import partition_queue
+from fencing._sync import group_send
 from fencing._sync import producer as sync_producer
 from fencing._sync.metadata import TopicMetadata
 from fencing._sync.outcomes import Outcomes
@@ -259,7 +259,7 @@ def test_an_interrupt_as_the_leader_lets_go_never_keeps_the_partition_lock(
 ) -> None:
     """A thread's send() leads (it holds the partition's lock and sends); its record lands; Ctrl-C
     (or any async exception) arrives as it lets go, at the first instruction of the
-    ``self._wake_answered(standing)`` call before ``lock.release()`` in Producer._send's
+    ``self.sending.wake_answered()`` call before ``lock.release()`` in PartitionQueue.submit's
     finally.
 
     The caller gets KeyboardInterrupt (its record landed) and the producer goes on: the next
@@ -267,7 +267,7 @@ def test_an_interrupt_as_the_leader_lets_go_never_keeps_the_partition_lock(
     topic = client.topic("t", partitions=1)
     producer = topic.producer()
     standing = producer._queues[0]
-    real = type(standing)._wake_answered
+    real = type(standing.sending).wake_answered
     hit: list[str] = []
 
     def interrupted_on_letting_go(s: Any) -> None:
@@ -276,7 +276,7 @@ def test_an_interrupt_as_the_leader_lets_go_never_keeps_the_partition_lock(
             raise KeyboardInterrupt  # (what a SIGINT at this call's first instruction does)
         real(s)
 
-    monkeypatch.setattr(type(standing), "_wake_answered", interrupted_on_letting_go)
+    monkeypatch.setattr(type(standing.sending), "wake_answered", interrupted_on_letting_go)
     try:
         with pytest.raises(KeyboardInterrupt):
             producer.send(b"landed", partition=0)
@@ -764,7 +764,7 @@ def test_an_interrupt_after_the_group_was_taken_sends_the_others_records(
     topic = client.topic("t", partitions=1)
     producer = topic.producer()
     producer.send(b"warm", partition=0)
-    real = partition_queue.Progress
+    real = group_send.Progress
     hit: list[int] = []
 
     def progress() -> Any:
@@ -773,7 +773,7 @@ def test_an_interrupt_after_the_group_was_taken_sends_the_others_records(
             raise KeyboardInterrupt
         return real()
 
-    monkeypatch.setattr(partition_queue, "Progress", progress)
+    monkeypatch.setattr(group_send, "Progress", progress)
     group = QueuedGroup(producer, [b"a", b"b", b"c"])
     group.let_go()
     group.join()
@@ -829,7 +829,7 @@ def test_an_interrupt_as_the_carried_callers_are_answered_leaves_none_unanswered
     producer = topic.producer()
     producer.send(b"warm", partition=0)
     interrupt_once_landed(producer, monkeypatch)
-    real = partition_queue.group_commit.settle
+    real = group_send.group_commit.settle
     hit: list[int] = []
 
     def settle(*args: Any, **kwargs: Any) -> Any:
@@ -838,7 +838,7 @@ def test_an_interrupt_as_the_carried_callers_are_answered_leaves_none_unanswered
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(partition_queue.group_commit, "settle", settle)
+    monkeypatch.setattr(group_send.group_commit, "settle", settle)
     group = QueuedGroup(producer, [b"a", b"b", b"c"])
     group.let_go()
     group.join()  # (no caller waits for a re-check: they are off)

@@ -53,7 +53,7 @@ def test_a_lone_caller_does_not_wait_for_a_chain(client: fencing.Client) -> None
     with topic.producer() as producer:
         for i in range(20):
             assert producer.send(b"%d" % i, partition=0).offset == i
-        assert producer._queues[0].to_wake is None
+        assert producer._queues[0].sending.to_wake is None
 
 
 @pytest.mark.usefixtures("no_recheck")

@@ -128,17 +128,17 @@ def test_a_delete_cut_short_is_finished_by_force_and_a_plain_rerun_keeps_it_mark
     producer = app.topic("orders", partitions=2).producer(AccessMode.EXCLUSIVE)
     producer.send(b"a", partition=0)
     producer.send(b"b", partition=1)
-    real_drop = protocol.topic.partition_delete
+    real_drop = protocol.admin.partition_delete
 
     def cut_short(pk: object, inc: str, step: str) -> object:
         if step == "drop" and getattr(pk, "partition", None) == 1:
             raise KeyboardInterrupt("the delete's process dies here")
         return real_drop(pk, inc, step)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(protocol.topic, "partition_delete", cut_short)
+    monkeypatch.setattr(protocol.admin, "partition_delete", cut_short)
     with pytest.raises(KeyboardInterrupt):
         operator.delete_topic("orders", force=True)
-    monkeypatch.setattr(protocol.topic, "partition_delete", real_drop)
+    monkeypatch.setattr(protocol.admin, "partition_delete", real_drop)
     assert operator.topics() == []
     with pytest.raises(fencing.OwnershipConflict, match="begun and not finished"):
         operator.delete_topic("orders")

@@ -1,0 +1,58 @@
+"""Script calls of deleting a topic, step by step: on its metadata and on each partition
+(the steps are run by :mod:`fencing._async.admin`). No I/O."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._keys import PartitionKeys
+from .._lua_loader import script
+from .._text import text
+from .base import ScriptCall
+from .topic import partition_errors, topic_errors
+
+
+def topic_delete(
+    key: str, topic: str, step: str, incarnation: str = ""
+) -> ScriptCall[tuple[int, str, bool]]:
+    """One step of deleting a topic on its metadata: ``"mark"`` returns the partition
+    count, the incarnation and whether a delete had marked it before; ``"unmark"`` and
+    ``"drop"`` (of ``incarnation`` only) return ``(done, "", False)``."""
+
+    def parse(reply: Any) -> tuple[int, str, bool]:
+        if step == "mark":
+            partitions, inc, already = reply
+            return int(partitions), text(inc), int(already) == 1
+        return int(reply), "", False
+
+    return ScriptCall(
+        script=script("topic_delete"),
+        keys=(key,),
+        args=(step, incarnation),
+        parse=parse,
+        error=topic_errors(topic, key),
+    )
+
+
+def partition_delete(pk: PartitionKeys, topic_incarnation: str, step: str) -> ScriptCall[bool]:
+    """One step of deleting a partition (``"mark"``, ``"unmark"``, ``"drop"``), on the
+    topic incarnation given only; True if the partition is of that incarnation."""
+    return ScriptCall(
+        script=script("partition_delete"),
+        keys=(
+            pk.meta,
+            pk.stream,
+            pk.owner,
+            pk.shared,
+            pk.waiters,
+            pk.waiting_leases,
+            pk.pids,
+            pk.pid_expiry,
+            pk.names,
+            pk.window,
+            pk.committed,
+        ),
+        args=(topic_incarnation, step),
+        parse=lambda reply: int(reply) == 1,
+        error=partition_errors(pk),
+    )
