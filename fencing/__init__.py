@@ -5,7 +5,8 @@
 >>> owner = client.ownership("journal", owner_id="host-a", ttl=10.0)
 >>> grant = owner.claim(["orders/0"])["orders/0"]                    # doctest: +SKIP
 
-See the README for the guarantees, the API and the failure modes.
+The documentation (docs/: guarantees, how-to guides, the API, the failure modes) is
+built with ``mkdocs``; docs/explanation/guarantees.md lists what the library keeps.
 """
 
 from __future__ import annotations

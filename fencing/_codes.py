@@ -1,8 +1,8 @@
 """The one table of error codes shared by the Lua scripts and Python.
 
-A script fails with ``redis.error_reply("<CODE> <field> <field> ...")``. The loader generates
-the Lua table ``E`` (``E.FENCED == "FENCED"``) from :data:`CODES` and prepends it to every
-script, and refuses to load a script that names a code missing here, so the two sides
+A script fails with ``redis.error_reply("<CODE> <field> <field> ...")``, naming the code as
+``E.FENCED``. The loader replaces each ``E.<CODE>`` with the string literal ``'FENCED'`` and
+refuses to load a script that names a code missing from :data:`CODES`, so the two sides
 cannot drift. :mod:`fencing._protocol` turns a reply back into the exception named here,
 with the fields as attributes.
 

@@ -9,7 +9,8 @@ Layout (``ns`` is the client's namespace)::
     <ns>:{<name>}:own:__election__:candidates zset: an election's waiting candidates
     <ns>:{<name>}:own:__election__:changed    channel: an election's leader changed
     <ns>:pids                                 counter: producer ids
-    <ns>:{<topic>}:topic                      hash: topic metadata (partitions, incarnation)
+    <ns>:{<topic>}:topic                      hash: topic metadata (partitions, incarnation,
+                                              tk:<name> producer tickets, the delete mark)
     <ns>:{<topic>/<p>}:part                   hash: partition metadata (next offset, start...)
     <ns>:{<topic>/<p>}:log                    stream: the records; entry ID 0-(offset+1)
     <ns>:{<topic>/<p>}:own:__producer__       hash: the exclusive-producer row; token = epoch
@@ -20,7 +21,10 @@ Layout (``ns`` is the client's namespace)::
     <ns>:{<topic>/<p>}:pidexp                 zset: PID -> last write (ms), for expiry
     <ns>:{<topic>/<p>}:names                  hash: producer name -> "pid generation"
     <ns>:{<topic>/<p>}:win                    hash: duplicate windows, "<pid>:<slot>" -> a batch
+    <ns>:{<topic>/<p>}:committed              hash: single readers' committed offsets
+    <ns>:{<topic>/<p>}:sink:<app>             hash: the Spark sink's dedupe state of one app
 
+docs/reference/keys.md tells each key's fields and the scripts that write it.
 All keys about one resource share the hash tag ``{<resource>}``, so every script touches
 one slot and runs unchanged on Redis Cluster. A topic partition's tag is
 ``{<topic>/<partition>}``, which is also the tag of the ownership resource

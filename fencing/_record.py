@@ -46,8 +46,10 @@ def _headers(headers: object) -> Mapping[str, bytes]:
     if len(headers) > MAX_HEADERS:
         raise RecordTooLarge(f"{len(headers)} headers; a record takes at most {MAX_HEADERS}")
     for name, value in headers.items():
-        if not isinstance(name, str) or not name:
+        if not isinstance(name, str):
             raise InvalidArgumentType(f"header names must be non-empty str, got {name!r}")
+        if not name:
+            raise InvalidArgument("header names must be non-empty str, got '': name the header")
         if len(name.encode("utf-8")) > MAX_HEADER_NAME:
             raise RecordTooLarge(f"header name {name[:40]!r}... is over {MAX_HEADER_NAME} bytes")
         out[name] = to_bytes(f"header {name!r}", value)

@@ -2,8 +2,8 @@
 
 A call is retried on connection errors and timeouts with exponential backoff and jitter,
 and stops early enough that the whole budget of a call stays below the lease it protects:
-the budget is spent before the next attempt would start, and each attempt is bounded by a
-socket timeout below ttl/3.
+the budget (ttl/3) is spent before the next attempt would start, and each attempt is
+bounded by a socket timeout of at most ttl/8.
 """
 
 from __future__ import annotations

@@ -17,13 +17,14 @@ class FencingSettings(BaseSettings):
     ``FENCING_REDIS_URL``: where Redis is (default ``redis://localhost:6379/0``).
     ``FENCING_NAMESPACE``: prefix of every key (default ``fencing``).
     ``FENCING_SOCKET_TIMEOUT``: upper bound of socket timeouts in seconds; each handle uses
-    at most a quarter of its lease TTL.
+    at most an eighth of its lease TTL.
     ``FENCING_PRODUCER_STATE_TTL``: seconds after its last write that an idempotent
     producer's state (PID, sequence, duplicate window) is kept (default 7 days, at least
     1 s) on the topics this client *creates*; an existing topic keeps the expiry it was
     created with, whatever a client is set to.
     ``FENCING_ALLOW_EVICTION``: set to 1 to run on a server whose ``maxmemory-policy`` is not
-    ``noeviction`` (an eviction silently resets coordination state; see the README).
+    ``noeviction`` (an eviction silently resets coordination state; see
+    docs/reference/limits.md).
 
     >>> FencingSettings(namespace="billing").namespace
     'billing'

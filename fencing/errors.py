@@ -435,9 +435,13 @@ class UnknownTopic(InvalidArgument):
 
 
 class DuplicateSequence(FencingError):
-    """A sequence range was used by other records, or is older than the window.
+    """A resend that cannot be answered from the duplicate window; nothing was written.
 
-    ``reason`` says which (``other-records``, ``older-than-window``); ``topic`` and
+    ``reason`` says why: ``older-than-window`` (those sequences were written longer ago
+    than the window: the records are in the log, skip them), ``other-records`` (other
+    records were written under those sequences) or ``straddles`` (the batch starts at or
+    below the last sequence written and ends past it: resend with the batch boundaries
+    used before). ``topic`` and
     ``partition`` say where.
 
     >>> try:

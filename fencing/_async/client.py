@@ -7,7 +7,7 @@ state), unless told ``allow_eviction=True``.
 The client talks to Redis through its own connection pools, cloned from the connection
 settings of the redis-py client it was given (host, port, TLS, credentials...) with the
 safety rails: redis-py retries off (the library retries itself, within a
-budget below each lease), and socket and connect timeouts of at most a quarter of the
+budget below each lease), and socket and connect timeouts of at most an eighth of the
 lease they protect. One pool per timeout value, created on demand. What its handles share
 (those pools, the lease keeper, the notifier, the retry budgets) is its
 :class:`~fencing._async.context.Context`.
@@ -126,7 +126,8 @@ class Client:
     def ownership(
         self, group: str, owner_id: str, ttl: float = 10.0, *, acks: str = "leader"
     ) -> Ownership:
-        """A handle on the ownership table for ``group`` (the generation rules are in the README).
+        """A handle on the ownership table for ``group`` (the generation rules:
+        docs/explanation/design.md, "The ownership table").
 
         ``owner_id`` is a label for people and logs; the handle's identity is a random
         session drawn now, so two handles never share a grant. No I/O happens here.

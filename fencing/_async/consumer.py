@@ -9,7 +9,8 @@ member's grant first (``lua/commit-3.lua``): a superseded member's commit raises
 :class:`~fencing.Fenced` and writes nothing. Every poll first checks the grants by server
 time, so a member that was paused and superseded finds out there, never by reading on.
 
-Partitions are assigned explicitly; there is no rebalancing (on purpose, see the README).
+Partitions are assigned explicitly; there is no rebalancing (on purpose:
+docs/explanation/not-provided.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The ownership-table handle: ``client.ownership(group, owner_id, ttl)`` (G8).
 
-Identity is the session: each handle draws a random session id when it is made, and
-``owner_id`` is only a label. The README's "Generations" gives the outcomes; the rules
-live in ``lua/claim-1.lua``. This module is the handle's face: how a claim is carried out
+Identity is the session: each handle draws a random session id when it is made, and ``owner_id``
+is only a label. docs/explanation/design.md ("The ownership table") gives the outcomes; the
+rules live in ``lua/claim-1.lua``. This module is the handle's face: how a claim is carried out
 (in order, waiting, giving back on failure) is :mod:`.claims`, what the handle holds and
 saw is :mod:`.holdings`, and how it hears of a grant severed is :mod:`.session_channels`.
 A maker that steers the handle from outside hands it, when making it, the object it keeps
@@ -52,9 +52,9 @@ SeveredCallback = Callable[[Grant, int], None]
 class Ownership(ProcessBound, runtime.Ready):
     """A session on the ownership table of one group.
 
-    Claims are granted per resource by the generation rules (see the README); each grant carries a
-    fencing token that only grows. The handle remembers what it saw of each row, so a
-    store that lost state (FLUSHALL, failover) is reported as :class:`StateLost` instead of
+    Claims are granted per resource by the generation rules (design.md, "The ownership table"); each
+    grant carries a fencing token that only grows. The handle remembers what it saw of each row,
+    so a store that lost state (FLUSHALL, failover) is reported as :class:`StateLost` instead of
     a fresh start. Thread-safe; bound to the process that made it.
 
     >>> async with client.ownership("journal", "host-a", ttl=10.0) as owner:  # releases on exit
@@ -86,7 +86,7 @@ class Ownership(ProcessBound, runtime.Ready):
         self.severed = runtime.Event()
         self._ttl_ms = lease_ms(self.ttl)
         self._budget = context.budget_for_ttl(self.ttl)
-        #: What a claim waits for before it is granted here (``acks``, see the README).
+        #: What a claim waits for before it is granted here (``acks``; design.md, "Durability").
         self.durability = Durability.of(acks, timeout=self._budget.timeout / 2)
         self._holdings = Holdings(context.keys, self.group)
         campaign = Campaign() if _campaign is None else _campaign

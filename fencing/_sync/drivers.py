@@ -5,8 +5,8 @@ redis-py client.
 
 Each clone keeps the connection settings of the client it was given (host, port, TLS,
 credentials...) and adds the safety rails: redis-py retries off (the library retries
-itself, within a budget below each lease), and socket and connect timeouts of at most a
-quarter of the lease they protect. One pool per timeout value, made on demand.
+itself, within a budget below each lease), and socket and connect timeouts of at most an
+eighth of the lease they protect. One pool per timeout value, made on demand.
 
 >>> drivers = Drivers(redis.Redis())
 >>> driver = drivers.driver(0.5)          # the driver whose sockets time out after 0.5 s

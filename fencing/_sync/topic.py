@@ -225,7 +225,7 @@ class Topic:
         ``acks`` is what a send waits for before it returns: "leader" (the primary applied
         it), "replicated" (a replica acknowledged it too: WAIT) or "fsync" (the primary
         fsynced it: WAITAOF, Redis/Valkey 7.2+ with appendonly yes). A wait that falls
-        short raises :class:`~fencing.NotEnoughReplicas`; see the README's "Durability".
+        short raises :class:`~fencing.NotEnoughReplicas` (design.md, "Durability").
 
         Sends to one partition while a call is in flight there go together in the next
         call (group commit). ``linger_ms`` and ``batch_size`` (bytes) are for
@@ -271,7 +271,7 @@ class Topic:
         :class:`~fencing.OwnershipConflict`, or with ``wait=True`` waits (up to ``timeout``
         seconds, None = forever) and is woken when it is released or its lease lapses.
         ``acks`` is what its claims and commits wait for, as for producers ("leader",
-        "replicated" or "fsync"; see the README's "Durability"). A commit that a failover
+        "replicated" or "fsync"; design.md, "Durability"). A commit that a failover
         lost is reported: the next ``commit()`` raises :class:`~fencing.StateLost`.
 
         >>> with topic.consumer("billing", "host-a", partitions=[0]) as c:

@@ -17,9 +17,9 @@ For pytest, fixtures (``fencing_client``, ``fencing_async_client``) come with th
 ``pytest_plugins = ["fencing.testing.pytest_plugin"]`` to your ``conftest.py``.
 
 What differs from a real server (no ``CONFIG``, ``WAIT`` or ``INFO``; the server clock is this
-process's ``time.time()``; the server lives in this process) is listed in the README under
-"Testing your code". Needs ``fakeredis[lua]`` (``pip install 'redis-fencing[testing]'``); importing
-this module does not, only the in-memory functions do.
+process's ``time.time()``; the server lives in this process) is listed in docs/how-to/testing.md
+under "What differs in memory". Needs ``fakeredis[lua]`` (``pip install 'redis-
+fencing[testing]'``); importing this module does not, only the in-memory functions do.
 """
 
 from __future__ import annotations

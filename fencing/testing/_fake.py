@@ -3,7 +3,7 @@
 Imported only when an in-memory client is asked for (fakeredis is an optional dependency).
 
 Two workarounds live here, each for a fakeredis behaviour that would otherwise change what
-the library does (the README lists every difference):
+the library does (docs/how-to/testing.md lists every difference):
 
 - **Lua globals.** fakeredis runs every script of one ``FakeServer`` in one shared Lua state,
   and checks for new globals only after the script (or at its next ``redis.call``): the

@@ -140,7 +140,6 @@ def objects_without_examples() -> list[str]:
     return missing
 
 
-@pytest.mark.xfail(strict=False, reason="docstring examples land with the docstring pass")
 def test_public_objects_carry_a_usage_example() -> None:
     missing = objects_without_examples()
     assert not missing, f"{len(missing)} without a usage example: " + ", ".join(missing)

@@ -55,6 +55,11 @@ CASES: list[tuple[str, Callable[[fencing.Producer], object], type[Exception]]] =
         fencing.InvalidArgumentType,
     ),
     (
+        "empty header name",
+        lambda p: p.send(b"v", headers={"": b"x"}, partition=0),
+        fencing.InvalidArgument,  # a bad value, not a bad type
+    ),
+    (
         "headers not a mapping",
         lambda p: p.send(b"v", headers=[("h", b"x")], partition=0),  # type: ignore[arg-type]
         fencing.InvalidArgumentType,
@@ -91,6 +96,7 @@ def test_bad_send_is_refused_before_any_write(
     before = snapshot(raw, namespace)
     with pytest.raises(error) as info:
         call(ready)
+    assert type(info.value) is error  # (a value error is not a TypeError, nor the reverse)
     assert str(info.value)
     assert snapshot(raw, namespace) == before
 
