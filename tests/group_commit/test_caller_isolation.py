@@ -236,12 +236,22 @@ class Round:
 
 
 def interrupted_rounds(
-    producer: fencing.Producer, rng: random.Random, ledger: Ledger, calls: Calls, rounds: int = 3
+    producer: fencing.Producer,
+    rng: random.Random,
+    ledger: Ledger,
+    calls: Calls,
+    rounds: int = 3,
+    *,
+    until: int = 0,
 ) -> int:
     """Rounds of threads sending one record after the other, 30% of them interrupted once
-    at a random point; returns how many sends were interrupted."""
+    at a random point; returns how many sends were interrupted. With ``until``, rounds go on
+    (up to 20) until that many sends were interrupted inside a send: how many interrupts
+    land before their thread is done depends on the machine's load."""
     interrupted = 0
-    for r in range(rounds):
+    r = -1
+    while r + 1 < rounds or (interrupted < until and r + 1 < 20):
+        r += 1
         round_ = Round(producer, r)
         threads = [
             threading.Thread(target=round_.sender, args=(t,), daemon=True) for t in range(CALLERS)
@@ -288,7 +298,7 @@ def test_interrupted_threads_never_fail_the_sends_of_others(
     ledger, calls = Ledger(), Calls()
     with topic.producer(AccessMode.EXCLUSIVE) as producer:
         calls.watch_threads(producer)
-        interrupted = interrupted_rounds(producer, rng, ledger, calls)
+        interrupted = interrupted_rounds(producer, rng, ledger, calls, until=6)
         ledger.acked(b"last", producer.send(b"last"))
         assert producer._queues[0].standing.pending is None  # type: ignore[attr-defined]
     assert interrupted >= 6, "the interrupts came too late to test anything"
