@@ -33,6 +33,10 @@ local t = key_type(key)
 if t ~= 'none' and t ~= 'hash' then
   return fail(E.WRONG_TYPE, t, key)
 end
+local st = key_type(KEYS[2])
+if st ~= 'none' and st ~= 'stream' then
+  return fail(E.WRONG_TYPE, st, KEYS[2])
+end
 if t == 'hash' and create == '1' and seen_inc == ''
     and redis.call('HGET', key, 'topic_inc') ~= topic_inc
     and redis.call('EXISTS', KEYS[2]) == 0 then

@@ -30,7 +30,15 @@ from .._runtime.tasks import primitives as runtime
 from .._runtime.tasks.keeper import Keeper
 from .._runtime.tasks.notify import Notifier
 from .._text import text as _text
-from ..errors import ConfigurationError, InvalidArgumentType, OutcomeUnknown, StateLost, Unavailable
+from ..errors import (
+    ConfigurationError,
+    FencingError,
+    InvalidArgumentType,
+    OutcomeUnknown,
+    StateLost,
+    Unavailable,
+    WrongKeyType,
+)
 from .driver import Driver
 from .drivers import Drivers
 
@@ -177,9 +185,33 @@ class Context:
                     issued = int(await r.incr(self.keys.producer_ids()))
                     runtime.check_cancel(mark)
                     return issued
+        except redis.exceptions.ResponseError as exc:
+            raise await self._pid_counter_error(exc) from exc
         except TRANSIENT_ERRORS as exc:
             raise OutcomeUnknown(f"could not allocate a producer id: {exc}") from exc
         raise AssertionError("unreachable")
+
+    async def _pid_counter_error(self, exc: Exception) -> FencingError:
+        """What a refused read or INCR of the producer-id counter means: a key of another
+        type (WrongKeyType), or a string that is not a number; another program wrote it."""
+        key = self.keys.producer_ids()
+        if "WRONGTYPE" in str(exc):
+            try:
+                key_type = _text(await self.driver(1.0).redis.type(key))
+            except (redis.exceptions.RedisError, OSError):
+                key_type = "unknown"
+            return WrongKeyType(
+                f"the producer-id counter {key!r} holds a {key_type}, not a number: another "
+                "program uses this name; choose another namespace or remove that key",
+                key=key,
+                key_type=key_type,
+            )
+        return StateLost(
+            f"the producer-id counter {key!r} is not a number ({exc}): another program "
+            "wrote it; choose another namespace or remove that key",
+            reason="pid-counter",
+            key=key,
+        )
 
     async def check_producer_id(self, pid: int) -> None:
         """Refuse a saved producer id this namespace's counter has not handed out yet: the
@@ -192,15 +224,13 @@ class Context:
             raw = await self.driver(budget.timeout).redis.get(self.keys.producer_ids())
             runtime.check_cancel(mark)
         except redis.exceptions.ResponseError as exc:
-            raise StateLost(
-                f"the producer-id counter {self.keys.producer_ids()!r} is not a number "
-                f"({exc}): another program wrote it",
-                reason="pid-counter",
-                key=self.keys.producer_ids(),
-            ) from exc
+            raise await self._pid_counter_error(exc) from exc
         except TRANSIENT_ERRORS as exc:
             raise Unavailable(f"cannot reach Redis to check the producer id: {exc}") from exc
-        issued = int(raw) if raw is not None else 0
+        try:
+            issued = int(raw) if raw is not None else 0
+        except ValueError as exc:
+            raise await self._pid_counter_error(exc) from exc
         if issued < pid:
             raise StateLost(
                 f"the saved state names producer id {pid}, but namespace {self.namespace!r} "

@@ -161,6 +161,46 @@ def test_stream_key_of_another_type(client: Client, raw: redis.Redis, namespace:
     assert snapshot(raw, namespace) == before
 
 
+@pytest.mark.parametrize("kind", ["string", "hash"])
+def test_stream_key_of_another_type_before_the_topic_exists(
+    client: Client, raw: redis.Redis, namespace: str, kind: str
+) -> None:
+    """A key of another type where a new topic's stream goes is WrongKeyType naming it (not
+    StateLost, which would send the operator looking for lost writes)."""
+    stream = client.keys.partition("orders", 0).stream
+    if kind == "string":
+        raw.set(stream, b"junk")
+    else:
+        raw.hset(stream, "f", b"v")
+    with pytest.raises(fencing.WrongKeyType) as info:
+        client.topic("orders", partitions=1).open()
+    assert (info.value.key, info.value.key_type) == (stream, kind)
+    assert not raw.exists(client.keys.partition("orders", 0).meta)
+    raw.delete(stream)  # the operator removes the stray key: the topic's creation goes on
+    with client.topic("orders", partitions=1).producer() as producer:
+        assert producer.send(b"v").offset == 0
+
+
+def test_producer_id_counter_of_another_type(
+    client: Client, raw: redis.Redis, namespace: str
+) -> None:
+    """The namespace's producer-id counter holding another type is WrongKeyType naming it; a
+    string that is not a number, StateLost (reason "pid-counter"): typed errors, not redis-py's,
+    and nothing written."""
+    topic = client.topic("orders", partitions=1).open()
+    counter = client.keys.producer_ids()
+    raw.hset(counter, "junk", 1)
+    with pytest.raises(fencing.WrongKeyType) as wrong:
+        topic.producer().send(b"v")
+    assert (wrong.value.key, wrong.value.key_type) == (counter, "hash")
+    raw.delete(counter)
+    raw.set(counter, b"not a number")
+    with pytest.raises(fencing.StateLost) as lost:
+        topic.producer().send(b"v")
+    assert (lost.value.key, lost.value.reason) == (counter, "pid-counter")
+    assert raw.xlen(client.keys.partition("orders", 0).stream) == 0
+
+
 def test_metadata_key_of_another_type(client: Client, raw: redis.Redis, namespace: str) -> None:
     raw.rpush(client.keys.topic_meta("orders"), b"x")
     before = snapshot(raw, namespace)
