@@ -130,6 +130,22 @@ async def test_producer_opening_runs_as_a_task(aio_api: Api) -> None:
     assert await exclusive_free(topic)
 
 
+async def test_a_producer_used_without_await_says_to_await_it(aio_api: Api) -> None:
+    """Code ported from the sync flavour that forgets ``await``: reading the producer's
+    attributes or sending on the opening says to await it (AttributeError; a TypeError that is
+    an InvalidArgumentType), opens nothing, and the opening still opens when awaited."""
+    topic = aio_api.client().topic("t", partitions=1)
+    opening = topic.producer(EXCLUSIVE)
+    with pytest.raises(AttributeError, match=r"await topic\.producer\(\)"):
+        _ = opening.producer_id
+    with pytest.raises(fencing.InvalidArgumentType, match=r"await topic\.producer\(\)"):
+        opening.send(b"hello")
+    assert await exclusive_free(topic)  # nothing was opened
+    async with opening as producer:
+        assert (await producer.send(b"a")).offset == 0
+    assert await values(topic) == [(0, b"a")]
+
+
 # -- consumer --------------------------------------------------------------------------------
 
 

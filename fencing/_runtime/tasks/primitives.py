@@ -12,9 +12,9 @@ import inspect
 import sys
 from asyncio import InvalidStateError
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any, ParamSpec, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, Self, TypeVar
 
-from ...errors import InvalidArgument
+from ...errors import InvalidArgument, InvalidArgumentType
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -61,6 +61,8 @@ class Opening(Coroutine[Any, Any, H]):
         self._handle: H | None = None
 
     def send(self, value: Any) -> Any:
+        if value is not None:  # (the event loop sends None; a value is a forgotten await)
+            raise InvalidArgumentType(f"send() of an opening: {self._await_it()}")
         return self._coro.send(value)
 
     def throw(self, *exc: Any) -> Any:
@@ -89,6 +91,25 @@ class Opening(Coroutine[Any, Any, H]):
         assert handle is not None, "left without being entered"
         self._handle = None
         await handle.__aexit__(*exc)
+
+    if not TYPE_CHECKING:  # (a type checker still flags the handle's names on an opening)
+
+        def __getattr__(self, name: str) -> Any:
+            # Only for names an opening lacks: the handle's own (a forgotten await).
+            if name.startswith("_"):
+                raise AttributeError(name)
+            raise AttributeError(
+                f"{name!r} belongs to the handle, not its opening: {self._await_it()}"
+            )
+
+    def _await_it(self) -> str:
+        """What to write instead: ``await topic.producer()`` (from the factory's name)."""
+        owner, _, factory = getattr(self._coro, "__qualname__", "handle.open").rpartition(".")
+        call = f"{owner.lower() or 'handle'}.{factory}()"
+        return (
+            f"await {call} first (h = await {call[:-1]}...)), or enter it (async with "
+            f"{call[:-1]}...) as h)"
+        )
 
     def __repr__(self) -> str:
         name = getattr(self._coro, "__qualname__", "a handle")
