@@ -113,7 +113,7 @@ class ProducerState:
         try:
             validate_name("topic", self.topic)
             if self.name is not None:
-                validate_name("producer name", self.name)
+                validate_name("producer", self.name)
         except FencingError as exc:
             raise InvalidArgument(f"not a saved ProducerState: {exc}") from None
         _int("producer_id", self.producer_id, minimum=1)

@@ -53,10 +53,15 @@ def validate_ttl(ttl: object, name: str = "ttl") -> float:
         )
     if not math.isfinite(ttl) or ttl <= 0:
         raise InvalidArgument(f"{name} must be a positive number of seconds, got {ttl!r}")
-    if ttl < MIN_TTL or ttl > MAX_TTL:
+    if ttl < MIN_TTL:
         raise InvalidArgument(
-            f"{name}={ttl!r}s is outside [{MIN_TTL}, {MAX_TTL:.0f}] seconds: leases shorter "
-            "than 50 ms cannot be renewed reliably over a network"
+            f"{name}={ttl!r}s is under {MIN_TTL} seconds: leases shorter than 50 ms cannot be "
+            "renewed reliably over a network"
+        )
+    if ttl > MAX_TTL:
+        raise InvalidArgument(
+            f"{name}={ttl!r}s is over {MAX_TTL:.0f} seconds (7 days): a holder that dies keeps "
+            "its lease that long; pass a lease its renewals can keep (e.g. 10.0)"
         )
     return float(ttl)
 
@@ -121,10 +126,14 @@ def validate_state_ttl(value: object) -> float:
             f"producer_state_ttl must be seconds, got {type(value).__name__}: pass e.g. 604800"
         )
     if not math.isfinite(value) or not MIN_STATE_TTL <= value <= MAX_STATE_TTL:
+        why = (
+            "shorter would expire an idempotent producer's state between two of its sends"
+            if math.isfinite(value) and value < MIN_STATE_TTL
+            else "pass seconds, e.g. 604800 (7 days, the default)"
+        )
         raise InvalidArgument(
             f"producer_state_ttl must be between {MIN_STATE_TTL:g} and {MAX_STATE_TTL:g} "
-            f"seconds, got {value!r}: shorter would expire an idempotent producer's state "
-            "between two of its sends"
+            f"seconds, got {value!r}: {why}"
         )
     return float(value)
 

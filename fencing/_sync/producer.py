@@ -106,7 +106,7 @@ class Producer(ProcessBound):
         #: The topic it appends to.
         self.topic = topic
         self.access_mode = access_mode
-        self.name = None if name is None else validate_name("producer name", name)
+        self.name = None if name is None else validate_name("producer", name)
         self.lease_ttl = validate_ttl(lease_ttl, "lease_ttl")
         self.wait_timeout = wait_timeout_arg(wait_timeout)
         self.idempotent = idempotent
