@@ -12,6 +12,8 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from ...errors import FencingError
+
 log = logging.getLogger(__name__)
 
 
@@ -56,6 +58,11 @@ class Keeper:
                     return
                 try:
                     again = await task.fn()
+                except FencingError as exc:  # unreachable, a lease lost: its reason is enough
+                    log.warning(
+                        "redis-fencing: a lease renewal failed (%s); trying again next turn", exc
+                    )
+                    again = True
                 except Exception:
                     log.exception("redis-fencing: a lease renewal failed; trying again next turn")
                     again = True

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from ... import _forks as forks
+from ...errors import FencingError
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,10 @@ class Keeper:
             again = True
             try:
                 again = task.fn()
+            except FencingError as exc:  # unreachable, a lease lost: its reason is enough
+                log.warning(
+                    "redis-fencing: a lease renewal failed (%s); trying again next turn", exc
+                )
             except Exception:
                 log.exception("redis-fencing: a lease renewal failed; trying again next turn")
             if again and not task.cancelled:
