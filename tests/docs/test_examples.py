@@ -17,10 +17,7 @@ the suite's Spark session.
 from __future__ import annotations
 
 import linecache
-import os
 import re
-import subprocess
-import sys
 import traceback
 import uuid
 from dataclasses import dataclass, field
@@ -32,7 +29,7 @@ import pytest
 import redis
 
 from ..conftest import ServerInfo, _drop_namespace
-from ..support.paths import ROOT
+from ..support.user_pytest import run_user_pytest
 from .examples import Block, all_blocks
 
 BLOCKS = all_blocks()
@@ -53,8 +50,7 @@ REAL_ADDRESS = re.compile(
     r"(?:localhost|127\.0\.0\.1)(?::|['\"]?\s*,\s*port\s*=\s*)(?:6379|6380|7000)\b"
     r"|port\s*=\s*6379\b"
 )
-#: A pytest-file block's whole run, and a page that starts Spark or a cluster.
-SUBPROCESS_TIMEOUT = 300.0
+#: A page that starts Spark or a cluster, or runs a pytest file.
 SLOW_PAGE_TIMEOUT = 600
 
 
@@ -169,19 +165,8 @@ def _exec(block: Block, text: str, run: PageRun) -> None:
 def _run_test_file(block: Block, text: str, run: PageRun, targets: Targets, tmp: Path) -> None:
     assert block.test_file is not None
     (tmp / block.test_file).write_text(text, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FENCING_", "PYTEST_"))}
-    env["FENCING_NAMESPACE"] = run.namespace
-    env["FENCING_REDIS_URL"] = targets.server.url
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", block.test_file],
-        cwd=tmp,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=SUBPROCESS_TIMEOUT,
-        check=False,
-    )
+    env = {"FENCING_NAMESPACE": run.namespace, "FENCING_REDIS_URL": targets.server.url}
+    result = run_user_pytest(tmp, "-q", block.test_file, env=env)
     if result.returncode != 0:
         pytest.fail(
             f"{block.id} (line {block.line}): pytest {block.test_file} exited "

@@ -38,8 +38,7 @@ from fencing.testing.backends import BackendUnavailable, FencingServer, docker_u
 
 from ..conformance.cases import CASES
 from ..conftest import ServerInfo
-
-REPO = Path(fencing.__file__).resolve().parent.parent
+from ..support.user_pytest import run_user_pytest
 
 
 @pytest.fixture
@@ -204,18 +203,7 @@ async def test_async_producer(fencing_async_client):
 def run_pytest(
     project: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("FENCING_")}
-    environ["PYTHONPATH"] = os.pathsep.join([str(REPO), environ.get("PYTHONPATH", "")])
-    environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", *args],
-        cwd=project,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_user_pytest(project, "-rs", *args, env=env)
 
 
 def user_project(tmp_path: Path, *, conftest: bool = True, tests: str = USER_TESTS) -> Path:
