@@ -159,7 +159,9 @@ async def test_bad_acks_are_refused_before_any_io(api: Api) -> None:
 def valkey_pair() -> Iterator[tuple[EmbeddedServer, EmbeddedServer]]:
     """A Valkey master (DEBUG enabled) and a replica of it, online."""
     try:
-        master = EmbeddedServer.start("valkey", extra_args=("--enable-debug-command", "yes"))
+        master = EmbeddedServer.start(
+            "valkey", extra_args=("--enable-debug-command", "yes", *_NO_SYNC_DELAY)
+        )
     except Exception as exc:  # pragma: no cover - no valkey binary here
         pytest.skip(f"no valkey-server: {exc}")
     with master, EmbeddedServer.start("valkey") as replica:
