@@ -345,6 +345,10 @@ class EmbeddedCluster:
                             "--cluster-port", str(bus),
                             "--cluster-require-full-coverage", "no",
                             "--repl-diskless-sync-delay", "0",
+                            # A replica is listed in CLUSTER SLOTS once the others heard of
+                            # a replication offset above 0; on a master nobody wrote to, only
+                            # these pings move it: ready in about 3 s instead of 11.
+                            "--repl-ping-replica-period", "1",
                             *extra_args,
                         ),
                         tls=tls,

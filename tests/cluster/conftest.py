@@ -18,12 +18,6 @@ from ..conftest import KINDS, ServerInfo
 
 EXTERNAL_CLUSTER = os.environ.get("FENCING_TEST_CLUSTER_URL")
 
-#: Every node pings its replicas each second (the default is every 10 s). A replica is
-#: listed in CLUSTER SLOTS once the others have heard of a replication offset above 0, and
-#: on a master nobody has written to yet only these pings move it: the cluster is ready in
-#: about 3 s instead of 11.
-NODE_ARGS = ("--repl-ping-replica-period", "1")
-
 
 @pytest.fixture(scope="session", params=["external"] if EXTERNAL_CLUSTER else KINDS)
 def cluster(request: pytest.FixtureRequest) -> Iterator[EmbeddedCluster | None]:
@@ -31,7 +25,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[EmbeddedCluster | None]:
     if request.param == "external":
         yield None
         return
-    with EmbeddedCluster.start(request.param, extra_args=NODE_ARGS) as made:
+    with EmbeddedCluster.start(request.param) as made:
         yield made
 
 
@@ -57,5 +51,5 @@ def own_cluster() -> Iterator[EmbeddedCluster]:
     nodes (the module orders them so that the one that kills a master runs last)."""
     if EXTERNAL_CLUSTER:
         pytest.skip("kills or reconfigures nodes: needs a cluster the suite starts")
-    with EmbeddedCluster.start("redis", extra_args=NODE_ARGS) as made:
+    with EmbeddedCluster.start("redis") as made:
         yield made

@@ -15,7 +15,7 @@ import pytest
 from fencing.embedded import EmbeddedCluster, TlsFiles
 
 from ...conftest import ServerInfo
-from ..conftest import EXTERNAL_CLUSTER, NODE_ARGS
+from ..conftest import EXTERNAL_CLUSTER
 
 
 @pytest.fixture(scope="session")
@@ -24,7 +24,7 @@ def cluster() -> Iterator[EmbeddedCluster | None]:
         pytest.skip("FENCING_TEST_CLUSTER_URL points the cluster tests elsewhere")
     tls = TlsFiles.make(Path(tempfile.mkdtemp(prefix="fencing-tls-cluster-")))
     try:
-        made = EmbeddedCluster.start("redis", extra_args=NODE_ARGS, tls=tls)
+        made = EmbeddedCluster.start("redis", tls=tls)
     except RuntimeError as exc:
         pytest.skip(f"redis here has no TLS: {str(exc)[:120]}")
     with made:
