@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import redis
+import redis.backoff
 import redis.exceptions
+import redis.retry
 
 ServerKind = Literal["redis", "valkey"]
 
@@ -172,8 +174,10 @@ class EmbeddedServer:
             directory = Path(tempfile.mkdtemp(prefix=f"fencing-{kind}-"))
             try:
                 return cls._launch(kind, binary, chosen, directory, extra_args, tls=tls)
-            except RuntimeError as exc:  # most likely the port was taken meanwhile
+            except RuntimeError as exc:
                 shutil.rmtree(directory, ignore_errors=True)
+                if "in use" not in str(exc):  # only a port taken meanwhile is worth a retry
+                    raise RuntimeError(f"could not start {kind} server: {exc}") from None
                 last = exc
         raise RuntimeError(f"could not start {kind} server: {last}")
 
@@ -210,11 +214,19 @@ class EmbeddedServer:
             "--logfile", str(directory / "server.log"),
             *extra_args,
         ]  # fmt: skip
-        process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=directory
-        )
+        # (A server refusing its options says why on stderr, before it opens its log file.)
+        with open(directory / "stderr.log", "wb") as stderr:
+            process = subprocess.Popen(
+                args, stdout=subprocess.DEVNULL, stderr=stderr, cwd=directory
+            )
         server = cls(kind, binary, port, directory, process, extra_args, tls)
-        probe = server.probe(socket_timeout=1, socket_connect_timeout=1)
+        # No retries of redis-py's own: a refused connect means "not listening yet", and the
+        # loop below asks again every 20 ms (a retrying client waits seconds per attempt).
+        probe = server.probe(
+            socket_timeout=1,
+            socket_connect_timeout=1,
+            retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),
+        )
         deadline = time.monotonic() + _START_DEADLINE
         try:
             while time.monotonic() < deadline:
@@ -222,10 +234,12 @@ class EmbeddedServer:
                     log = server.log_tail()
                     raise RuntimeError(f"{binary} exited with {process.returncode}: {log}")
                 try:
-                    if probe.ping():
+                    # Ours, not another server that holds the port (ours then exits).
+                    if int(probe.info("server")["process_id"]) == process.pid:
                         return server
                 except redis.exceptions.ConnectionError:
-                    time.sleep(0.02)
+                    pass
+                time.sleep(0.02)
             server.stop()
             raise RuntimeError(f"{binary} did not answer PING within {_START_DEADLINE}s")
         finally:
@@ -236,10 +250,10 @@ class EmbeddedServer:
 
         >>> print(server.log_tail(5))                                   # doctest: +SKIP
         """
-        try:
-            text = (self.directory / "server.log").read_text(errors="replace")
-        except OSError:
-            return ""
+        text = ""
+        for name in ("stderr.log", "server.log"):
+            with contextlib.suppress(OSError):
+                text += (self.directory / name).read_text(errors="replace")
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self) -> None:
