@@ -255,10 +255,16 @@ class Driver:
             reply = await self._evalsha(call.script, call.keys, args, wait)
             runtime.check_cancel(mark)
         except redis.exceptions.ResponseError as exc:
+            # A refusal is an answer too: a cancellation dropped as it arrived is raised
+            # here, or a cancelled waiter would take the refusal as its cue to wait on.
+            runtime.check_cancel(mark)
             error = parse_error_reply(str(exc))
             if error is None:
                 raise server_refusal(call.script.name, exc, call.keys) from exc
             raise call.error(error) from None
+        except Exception:
+            runtime.check_cancel(mark)  # (a cancelled call is not retried as a failed one)
+            raise
         if wait is None:
             return call.parse(reply)
         reply, waited = reply
@@ -317,10 +323,14 @@ class Driver:
                 replies = await pipe.execute()
             runtime.check_cancel(mark)
         except redis.exceptions.ResponseError as exc:
+            runtime.check_cancel(mark)  # (as for a script call's refusal)
             if "WRONGTYPE" in str(exc):
                 raise wrong_type_read(call) from exc
             keys = tuple(str(command[1]) for command in commands if len(command) > 1)
             raise server_refusal("read", exc, keys) from exc
+        except Exception:
+            runtime.check_cancel(mark)  # (a cancelled read is not retried as a failed one)
+            raise
         return call.parse(replies)
 
     async def execute(
