@@ -1,5 +1,8 @@
-"""Exactly-once writes from PySpark Structured Streaming into topics.
+"""PySpark and redis-fencing: the ``fencing`` data source and an exactly-once foreachBatch sink.
 
+>>> import fencing.spark
+>>> fencing.spark.register(spark)                                     # doctest: +SKIP
+>>> df = spark.read.format("fencing").option("topic", "orders").load()  # doctest: +SKIP
 >>> from fencing.spark import ForeachBatchSink
 >>> sink = ForeachBatchSink("redis://localhost:6379/0", "events", app_id="etl")
 >>> df.writeStream.foreachBatch(sink).option("checkpointLocation", "/ck").start()  # doctest: +SKIP
@@ -8,6 +11,52 @@ Needs PySpark (``pip install 'redis-fencing[spark]'``) where the query runs; imp
 module does not.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..errors import ConfigurationError
 from .sink import BatchMetrics, ForeachBatchSink
 
-__all__ = ["BatchMetrics", "ForeachBatchSink"]
+__all__ = ["BatchMetrics", "ForeachBatchSink", "register"]
+
+_INSTALL = "pip install 'redis-fencing[spark]' (pyspark>=4.0 and pyarrow>=15)"
+
+
+def register(spark: Any) -> None:
+    """Register the ``fencing`` data source with ``spark`` (a SparkSession), so that
+    ``spark.read.format("fencing")`` reads topics. Calling it again does no harm.
+
+    >>> import fencing.spark
+    >>> fencing.spark.register(spark)
+    >>> df = (spark.read.format("fencing")
+    ...       .option("url", "redis://localhost:6379/0")
+    ...       .option("topic", "orders")
+    ...       .load())                                                # doctest: +SKIP
+    >>> df.select("partition", "offset", "key", "value").show()      # doctest: +SKIP
+
+    The options and columns are those of :class:`fencing.spark.source.FencingDataSource`.
+    Raises :class:`~fencing.ConfigurationError` if PySpark is older than 4.0 (no Python
+    data sources) or pyarrow is missing (Spark moves the rows as Arrow batches).
+    """
+    try:
+        import pyspark  # noqa: PLC0415 - PySpark is an optional extra
+    except ImportError:
+        raise ConfigurationError(f"fencing.spark.register needs PySpark: {_INSTALL}") from None
+    version = getattr(pyspark, "__version__", "0")
+    if int(version.split(".")[0]) < 4:
+        raise ConfigurationError(
+            f"the fencing data source needs PySpark 4.0 or later (Python data sources), "
+            f"found PySpark {version}: {_INSTALL}"
+        )
+    try:
+        importlib.import_module("pyarrow")
+    except ImportError:
+        raise ConfigurationError(
+            f"the fencing data source needs pyarrow (Spark moves its rows as Arrow batches): "
+            f"{_INSTALL}"
+        ) from None
+    from .source import FencingDataSource  # noqa: PLC0415 - imports pyspark.sql.datasource
+
+    spark.dataSource.register(FencingDataSource)
