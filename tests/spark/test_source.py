@@ -250,3 +250,16 @@ def test_a_topic_made_again_between_load_and_the_read_raises_state_lost(
         df.collect()
     line = _error_line(caught.value, "StateLost")
     assert "was made again (another incarnation of the topic) after the read was planned" in line
+
+
+def test_a_partition_longer_than_a_page_is_read_whole_in_order_and_register_is_idempotent(
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo
+) -> None:
+    fencing.spark.register(spark)  # again: the module's fixture registered it already
+    topic = client.topic("long", partitions=1)
+    values = [f"v{i}".encode() * (1 + i % 7) for i in range(2_500)]
+    with topic.producer() as producer:
+        for i in range(0, len(values), 500):
+            producer.send_batch([fencing.Record(v) for v in values[i : i + 500]], partition=0)
+    got = load(spark, server, namespace, "long").orderBy("offset").collect()
+    assert [(r.offset, r.value) for r in got] == list(enumerate(values))
