@@ -100,8 +100,9 @@ def test_every_record_is_read_back_exactly_with_all_its_columns(
     assert sum(1 for g in got if g[3] is None) == 4 and sum(1 for g in got if g[5]) == 4
     assert got == want
     assert df.rdd.getNumPartitions() == 2
-    # A read writes nothing to Redis.
-    assert raw.info("persistence")["rdb_changes_since_last_save"] == writes_before
+    # A read writes nothing to Redis (a server of the suite's own: no other writer).
+    if server.owned:
+        assert raw.info("persistence")["rdb_changes_since_last_save"] == writes_before
 
 
 def test_starting_and_ending_offsets_per_partition(
