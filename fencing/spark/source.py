@@ -32,7 +32,7 @@ from .scan import ScanConfig, read_range
 if TYPE_CHECKING:
     import pyarrow as pa
 
-#: The rows of the source (DESIGN: the public columns).
+#: The rows of the source: its public columns, fixed.
 SCHEMA = StructType(
     [
         StructField("topic", StringType()),
