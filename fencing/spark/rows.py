@@ -11,13 +11,16 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._partitioner import partition_for_key
 from .._record import encode_headers
 from ..errors import InvalidArgument, InvalidArgumentType
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,3 +135,15 @@ def encode_row(
     else:
         target = spark_partition % partitions
     return value, key, headers, target
+
+
+def arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
+    """The rows of Arrow record batches as tuples in column order (strings as str, binary
+    as bytes, nested structs as dicts), as a sink writes them.
+
+    >>> import pyarrow as pa
+    >>> list(arrow_rows([pa.record_batch({"v": [b"a", b"b"], "k": ["x", None]})]))
+    [(b'a', 'x'), (b'b', None)]
+    """
+    for batch in batches:
+        yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
