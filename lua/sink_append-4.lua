@@ -15,7 +15,8 @@
   ARGV[6]  row_inc    the incarnation of the producer row the producer saw
   ARGV[7]  query      the streaming query id
   ARGV[8]  batch      the micro-batch id
-  ARGV[9]  npart      the batch's Spark partition count
+  ARGV[9]  npart      the batch's Spark partition count (0: not known to the tasks, which
+                      the data source sink's tasks are not told)
   ARGV[10] spark_part the Spark partition the rows come from
   ARGV[11] prev_idx   index (within the Spark partition) of the row routed here just before
                       the chunk, -1 if none
@@ -58,7 +59,7 @@ if epoch == nil or batch == nil or npart == nil or prev_idx == nil or n == 0
   return fail(E.BAD_ARGUMENT, 'sink chunk', ARGV[8] .. '/' .. ARGV[10] .. '/' .. n)
 end
 local sp = int_arg(spark_part)
-if sp == nil or sp < 0 or sp >= npart then
+if sp == nil or sp < 0 or (npart > 0 and sp >= npart) then
   return fail(E.BAD_ARGUMENT, 'spark_part', spark_part)
 end
 -- Every record's parts are present: 1 to 3 per record by its shape, nothing more.

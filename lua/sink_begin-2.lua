@@ -7,7 +7,7 @@
   ARGV[1]  inc          the partition incarnation the caller saw
   ARGV[2]  query        the streaming query id
   ARGV[3]  batch        the micro-batch id
-  ARGV[4]  npart        the batch's Spark partition count
+  ARGV[4]  npart        the batch's Spark partition count (0: not known to the caller)
   ARGV[5]  new_lineage  '1': a query id other than the stored one starts a new lineage
 
   Returns {status, stored_query, stored_batch, rows}: status 'fresh' (a new batch: the

@@ -21,7 +21,7 @@ from .sink import BatchMetrics, ForeachBatchSink
 
 __all__ = ["BatchMetrics", "ForeachBatchSink", "register"]
 
-_INSTALL = "pip install 'redis-fencing[spark]' (pyspark>=4.0 and pyarrow>=15)"
+_INSTALL = "pip install 'redis-fencing[spark]' (pyspark>=4.2 and pyarrow>=15)"
 
 
 def register(spark: Any) -> None:
@@ -37,17 +37,19 @@ def register(spark: Any) -> None:
     >>> df.select("partition", "offset", "key", "value").show()      # doctest: +SKIP
 
     The options and columns are those of :class:`fencing.spark.source.FencingDataSource`.
-    Raises :class:`~fencing.ConfigurationError` if PySpark is older than 4.0 (no Python
-    data sources) or pyarrow is missing (Spark moves the rows as Arrow batches).
+    Raises :class:`~fencing.ConfigurationError` if PySpark is older than 4.2 (no Python
+    stream sources with admission control) or pyarrow is missing (Spark moves the rows as
+    Arrow batches).
     """
     try:
         import pyspark  # noqa: PLC0415 - PySpark is an optional extra
     except ImportError:
         raise ConfigurationError(f"fencing.spark.register needs PySpark: {_INSTALL}") from None
     version = getattr(pyspark, "__version__", "0")
-    if int(version.split(".")[0]) < 4:
+    if tuple(int(n) for n in version.split(".")[:2] if n.isdigit()) < (4, 2):
         raise ConfigurationError(
-            f"the fencing data source needs PySpark 4.0 or later (Python data sources), "
+            f"the fencing data source needs PySpark 4.2 or later (Python data sources with "
+            f"admission control and Arrow stream writers), "
             f"found PySpark {version}: {_INSTALL}"
         )
     try:

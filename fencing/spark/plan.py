@@ -27,7 +27,15 @@ from .._text import text
 from ..errors import InvalidArgument, OffsetOutOfRange, StateLost, UnknownTopic
 
 #: The options the batch source takes (Spark hands them over lower-cased).
-OPTIONS = ("url", "namespace", "topic", "startingOffsets", "endingOffsets", "failOnTrim")
+OPTIONS = (
+    "url",
+    "namespace",
+    "topic",
+    "startingOffsets",
+    "endingOffsets",
+    "failOnTrim",
+    "maxRecordsPerTrigger",
+)
 #: Records per Spark input partition at most: a longer range of one topic partition is
 #: read by several tasks.
 RECORDS_PER_TASK = 100_000
@@ -44,6 +52,7 @@ class SourceOptions:
     starting: str | dict[int, int] = "earliest"
     ending: str | dict[int, int] = "latest"
     fail_on_trim: bool = True
+    max_records: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +108,16 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     fail = got.get("failOnTrim", "true").strip().lower()
     if fail not in ("true", "false"):
         raise InvalidArgument(f"failOnTrim must be 'true' or 'false', got {got['failOnTrim']!r}")
+    max_records = None
+    if "maxRecordsPerTrigger" in got:
+        raw = got["maxRecordsPerTrigger"].strip()
+        if not raw.isdigit() or int(raw) < 1:
+            raise InvalidArgument(
+                f"maxRecordsPerTrigger must be a whole number of records >= 1, got {raw!r}"
+            )
+        max_records = int(raw)
     return SourceOptions(
+        max_records=max_records,
         topic=validate_name("topic", topic),
         url=got.get("url") or None,
         namespace=got.get("namespace") or None,
@@ -207,19 +225,12 @@ def plan_ranges(
     >>> [(r.start, r.end) for r in plan_ranges(parse_options({"topic": "t"}), state, 100)]
     [(0, 100), (100, 200), (200, 250)]
     """
-    n = len(state.partitions)
-    for name, given in (("startingOffsets", options.starting), ("endingOffsets", options.ending)):
-        if isinstance(given, dict):
-            for p in sorted(given):
-                if p >= n:
-                    raise InvalidArgument(
-                        f"{name} names partition {p}, but topic {state.name!r} has partitions "
-                        f"0 to {n - 1}"
-                    )
+    check_partitions("startingOffsets", options.starting, state)
+    check_partitions("endingOffsets", options.ending, state)
     out: list[Range] = []
     for p, part in enumerate(state.partitions):
-        start = _resolve(options.starting, p, part, "earliest")
-        end = _resolve(options.ending, p, part, "latest")
+        start = resolve(options.starting, p, part, "earliest")
+        end = resolve(options.ending, p, part, "latest")
         where = f"partition {p} of topic {state.name!r}"
         for name, offset in (("startingOffsets", start), ("endingOffsets", end)):
             if offset > part.next:
@@ -255,7 +266,20 @@ def plan_ranges(
     return out
 
 
-def _resolve(given: str | dict[int, int], p: int, part: PartitionState, default: str) -> int:
+def check_partitions(name: str, given: str | dict[int, int], state: TopicState) -> None:
+    """Refuse offsets given for a partition the topic does not have."""
+    n = len(state.partitions)
+    if isinstance(given, dict):
+        for p in sorted(given):
+            if p >= n:
+                raise InvalidArgument(
+                    f"{name} names partition {p}, but topic {state.name!r} has partitions "
+                    f"0 to {n - 1}"
+                )
+
+
+def resolve(given: str | dict[int, int], p: int, part: PartitionState, default: str) -> int:
+    """The offset ``given`` names for partition ``p`` (``default`` if it names none)."""
     which: str | int = given.get(p, default) if isinstance(given, dict) else given
     if which == "earliest":
         return part.start

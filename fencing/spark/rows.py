@@ -29,7 +29,9 @@ class RowLayout:
 
     ``value`` is the index of the value column, or None for the whole row as JSON (then
     ``columns`` names every column); ``key`` and ``partition`` are indexes or None;
-    ``headers`` are (header name, index) pairs.
+    ``headers`` are (header name, index) pairs, one column a header; ``headers_map`` is the
+    index of one column that holds all of a row's headers (a map of names to values, or an
+    array of key/value structs as Spark's Kafka sink takes), or None.
     """
 
     columns: tuple[str, ...]
@@ -37,6 +39,7 @@ class RowLayout:
     key: int | None
     headers: tuple[tuple[str, int], ...]
     partition: int | None
+    headers_map: int | None = None
 
 
 def _json_default(value: object) -> Any:
@@ -89,6 +92,32 @@ def _as_bytes(what: str, value: object) -> bytes:
     )
 
 
+def _header_map(column: str, entries: object, index: int) -> dict[str, bytes]:
+    """A headers column's entries as names to bytes: a map arrives as (name, value) pairs,
+    an array of structs as dicts with the fields key and value."""
+    found: dict[str, bytes] = {}
+    pairs = entries.items() if isinstance(entries, dict) else entries
+    for entry in pairs:  # type: ignore[attr-defined]
+        name, value = (entry["key"], entry["value"]) if isinstance(entry, dict) else entry
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(
+                f"row {index}: the headers column {column!r} holds a header named {name!r}; "
+                "header names are non-empty strings"
+            )
+        if value is None:
+            raise InvalidArgument(
+                f"row {index}: header {name!r} of column {column!r} is null; headers hold "
+                "bytes or text: drop it or coalesce() it before the sink"
+            )
+        if name in found:
+            raise InvalidArgument(
+                f"row {index}: header {name!r} appears twice in column {column!r}; a record's "
+                "headers have distinct names"
+            )
+        found[name] = _as_bytes(f"header {name!r}", value)
+    return found
+
+
 def encode_row(
     layout: RowLayout, row: Sequence[Any], spark_partition: int, index: int, partitions: int
 ) -> tuple[bytes, bytes | None, bytes, int]:
@@ -122,6 +151,10 @@ def encode_row(
             if row[i] is not None
         }
         headers = encode_headers(found)
+    elif layout.headers_map is not None and row[layout.headers_map]:
+        headers = encode_headers(
+            _header_map(layout.columns[layout.headers_map], row[layout.headers_map], index)
+        )
     if layout.partition is not None:
         target = row[layout.partition]
         if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < partitions:

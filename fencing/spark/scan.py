@@ -49,7 +49,8 @@ _lock = threading.Lock()
 _clients: dict[tuple[str, str], Client] = {}
 
 
-def _client(config: ScanConfig) -> Client:
+def scan_client(config: ScanConfig) -> Client:
+    """This process's client for ``config``'s server and namespace (made on first use)."""
     key = (config.url, config.namespace)
     with _lock:
         client = _clients.get(key)
@@ -123,7 +124,7 @@ def read_range(config: ScanConfig, part: Range) -> Iterator[pa.RecordBatch]:
 
 def read_records(config: ScanConfig, part: Range) -> Iterator[list[Record]]:
     """The records of ``part``, page by page (each page non-empty)."""
-    context = context_of(_client(config))
+    context = context_of(scan_client(config))
     pk = context.keys.partition(config.topic, part.partition)
     driver = context.driver(context.settings.socket_timeout)
     budget = context.budget_default()
@@ -148,8 +149,8 @@ def read_records(config: ScanConfig, part: Range) -> Iterator[list[Record]]:
                 raise OffsetOutOfRange(
                     f"offsets {position} to {min(resume, end) - 1} of {where} were trimmed "
                     f"after the read was planned: its first retained offset is now "
-                    f"{info.start_offset}. Read again (load() plans anew), or set failOnTrim "
-                    "to 'false' to skip ahead",
+                    f"{info.start_offset}. Read again (a batch read: load() again), or set "
+                    "failOnTrim to 'false' to skip ahead",
                     requested=position,
                     start=info.start_offset,
                     end=info.next_offset,
@@ -172,7 +173,8 @@ def _lost(where: str, key: str, reason: str) -> StateLost:
     }[reason]
     return StateLost(
         f"{where} {what} after the read was planned: nothing of another history is read. "
-        "Load the DataFrame again to read the topic as it is now",
+        "Load the DataFrame again (a stream: start the query with a new checkpoint location) "
+        "to read the topic as it is now",
         reason=reason,
         key=key,
     )

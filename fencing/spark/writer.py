@@ -8,19 +8,23 @@ take only picklable arguments (:class:`SinkConfig`, :class:`~fencing._protocol.s
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _protocol as protocol
-from .._protocol.sink import CHAIN_START, Chunk, Lineage, chain
+from .._protocol.sink import CHAIN_START, Begun, Chunk, Lineage, chain
 from .._protocol.topic import EncodedBatch
 from .._sync.client import Client
 from .._sync.metadata import metadata_of
 from .._sync.producer import Producer, fenced_call
 from .._sync.topic import Topic
+from ..errors import CheckpointReset
 from .rows import RowLayout, encode_row
+
+log = logging.getLogger("fencing.spark.sink")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +56,7 @@ _lock = threading.Lock()
 _cache: dict[tuple[str | None, str | None, str], tuple[Client, Topic, Producer]] = {}
 
 
-def _producer(config: SinkConfig) -> tuple[Topic, Producer]:
+def shared_producer(config: SinkConfig) -> tuple[Topic, Producer]:
     """This worker's topic and shared producer (a fenced or closed one is replaced)."""
     key = (config.url, config.namespace, config.topic)
     with _lock:
@@ -69,6 +73,16 @@ def _producer(config: SinkConfig) -> tuple[Topic, Producer]:
         producer.open()
         _cache[key] = (client, topic, producer)
         return topic, producer
+
+
+def forget(config: SinkConfig) -> None:
+    """Drop this worker's topic and producer for ``config`` (the topic was deleted or made
+    again): the next task opens it anew."""
+    with _lock:
+        found = _cache.pop((config.url, config.namespace, config.topic), None)
+    if found is not None:
+        found[2].close()
+        found[0].close()
 
 
 class _Target:
@@ -108,7 +122,7 @@ def write_partition(
     sink ends the iterator early, and Spark fails the task after): nothing here depends on
     it. Every chunk is deduplicated on the rows' indexes by the script.
     """
-    topic, producer = _producer(config)
+    topic, producer = shared_producer(config)
     meta = metadata_of(topic)
     limits = topic.limits
     max_records = min(config.chunk_records, limits.max_batch_records)
@@ -181,10 +195,52 @@ def write_partition(
     yield result
 
 
+def begin_batch(topic: Topic, lineage: Lineage, *, new_lineage: bool) -> list[Begun]:
+    """Begin (or replay) ``lineage``'s micro-batch on every partition of ``topic``; the
+    replies in partition order. Idempotent: beginning a batch begun already replays it.
+
+    A lineage that this query already started on some partition (a ``new_lineage`` run
+    that died between partitions) is completed on the others, even once the flag was
+    removed; otherwise a partition owned by another query raises
+    :class:`~fencing.CheckpointReset`.
+    """
+    meta = metadata_of(topic)
+    context = meta.context
+    driver = context.driver(context.settings.socket_timeout)
+
+    def begin(t: int, new: bool) -> Begun:
+        call = protocol.sink.begin(
+            meta.partition_keys(t), lineage, incarnation=meta.incarnation_of(t), new_lineage=new
+        )
+        begun: Begun = driver.execute(call, context.budget_default())
+        return begun
+
+    found: dict[int, Begun] = {}
+    refused: dict[int, CheckpointReset] = {}
+    for t in range(topic.partitions):
+        try:
+            found[t] = begin(t, new_lineage)
+        except CheckpointReset as exc:
+            refused[t] = exc
+    if refused:
+        if not any(b.stored_query == lineage.query_id for b in found.values()):
+            raise next(iter(refused.values()))
+        log.warning(
+            "redis-fencing spark sink: app_id %r: query %s began a new lineage on some "
+            "partitions before; completing it on partitions %s",
+            lineage.app_id,
+            lineage.query_id,
+            sorted(refused),
+        )
+        for t in refused:
+            found[t] = begin(t, True)
+    return [found[t] for t in range(topic.partitions)]
+
+
 def stored_points(config: SinkConfig, lineage: Lineage, spark_partition: int) -> dict[int, str]:
     """The stored chain point ("<hw> <hh>") of a Spark partition on every topic partition
     that has one."""
-    topic, _ = _producer(config)
+    topic, _ = shared_producer(config)
     meta = metadata_of(topic)
     keys = [meta.partition_keys(t).sink(lineage.app_id) for t in range(topic.partitions)]
     call = protocol.base.ReadCall(
@@ -214,7 +270,7 @@ def verify_partition(
         points[t] = (int(index_text), bytes.fromhex(hash_hex))
     if not points:
         return
-    topic, _ = _producer(config)
+    topic, _ = shared_producer(config)
     passed: set[int] = set()
     for t, index, h, _v, _k, _h in _chains(config, spark_partition, rows, topic.partitions):
         point = points.get(t)

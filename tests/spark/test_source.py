@@ -140,8 +140,11 @@ def test_trimmed_offsets_fail_by_default_and_are_skipped_with_fail_on_trim_false
 ) -> None:
     topic = fill(client, "orders", per_partition=6)
     topic.trim(0, before_offset=3)
+    # Offsets are checked against the topic when the read is planned, at the first action
+    # (load() does not know a batch read from a stream, whose checkpoint may start elsewhere).
+    df = load(spark, server, namespace, "orders", startingOffsets='{"0": 1}')
     with pytest.raises(Exception) as caught:
-        load(spark, server, namespace, "orders", startingOffsets='{"0": 1}')
+        df.collect()
     line = _error_line(caught.value, "OffsetOutOfRange")
     assert "offsets 1 to 2 of partition 0 of topic 'orders' were trimmed" in line
     assert "first retained offset is 3" in line
@@ -185,19 +188,14 @@ def _error_line(exc: BaseException, name: str) -> str:
         ({"topic": "nope"}, "UnknownTopic", "topic 'nope' does not exist"),
         ({"startingOffsets": "{0: 1"}, "InvalidArgument", "startingOffsets must be"),
         ({"endingOffsets": "[1]"}, "InvalidArgument", "endingOffsets must be"),
-        ({"startingOffsets": '{"7": 0}'}, "InvalidArgument", "names partition 7"),
         ({"startingOffsets": '{"0": -1}'}, "InvalidArgument", "offset -1"),
-        ({"endingOffsets": '{"1": 99}'}, "OffsetOutOfRange", "past its end"),
-        (
-            {"startingOffsets": '{"0": 3}', "endingOffsets": '{"0": 1}'},
-            "InvalidArgument",
-            "startingOffsets 3 is after endingOffsets 1",
-        ),
         ({"failOnTrim": "maybe"}, "InvalidArgument", "failOnTrim must be"),
+        ({"maxRecordsPerTrigger": "0"}, "InvalidArgument", "maxRecordsPerTrigger must be"),
         (
             {"startingOffset": "earliest"},
             "InvalidArgument",
-            "its options are url, namespace, topic, startingOffsets, endingOffsets, failOnTrim",
+            "its options are url, namespace, topic, startingOffsets, endingOffsets, failOnTrim, "
+            "maxRecordsPerTrigger",
         ),
     ],
 )
@@ -215,6 +213,34 @@ def test_a_bad_option_fails_at_load_with_one_line(
     topic = options.pop("topic")
     with pytest.raises(Exception) as caught:
         load(spark, server, namespace, topic, **options)
+    assert words in _error_line(caught.value, error)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "words"),
+    [
+        ({"startingOffsets": '{"7": 0}'}, "InvalidArgument", "names partition 7"),
+        ({"endingOffsets": '{"1": 99}'}, "OffsetOutOfRange", "past its end"),
+        (
+            {"startingOffsets": '{"0": 3}', "endingOffsets": '{"0": 1}'},
+            "InvalidArgument",
+            "startingOffsets 3 is after endingOffsets 1",
+        ),
+    ],
+)
+def test_offsets_the_topic_does_not_hold_fail_a_batch_read_at_its_first_action(
+    spark: Any,
+    client: fencing.Client,
+    namespace: str,
+    server: ServerInfo,
+    options: dict[str, str],
+    error: str,
+    words: str,
+) -> None:
+    fill(client, "orders")
+    df = load(spark, server, namespace, "orders", **options)
+    with pytest.raises(Exception) as caught:
+        df.collect()
     assert words in _error_line(caught.value, error)
 
 

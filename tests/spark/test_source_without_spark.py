@@ -140,10 +140,10 @@ def test_the_tasks_arrow_batches_have_the_schema_spark_expects() -> None:
     assert rows[0]["timestamp"].timestamp() == 1_700_000_000.123
 
 
-def test_register_refuses_pyspark_older_than_4(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_register_refuses_pyspark_older_than_4_2(monkeypatch: pytest.MonkeyPatch) -> None:
     pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
     monkeypatch.setattr(pyspark, "__version__", "3.5.1")
-    with pytest.raises(fencing.ConfigurationError, match=r"PySpark 4\.0 or later.*3\.5\.1"):
+    with pytest.raises(fencing.ConfigurationError, match=r"PySpark 4\.2 or later.*3\.5\.1"):
         fencing.spark.register(object())
 
 
