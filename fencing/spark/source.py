@@ -158,7 +158,7 @@ class FencingDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> FencingStreamReader:  # noqa: N802 - Spark's name
         _check_schema(schema)
-        if self._options.ending != "latest":
+        if any(name.lower() == "endingoffsets" for name in self._raw):
             raise InvalidArgument(
                 "endingOffsets applies to batch reads (spark.read) only: a stream reads on as "
                 "records arrive. Drop the option, or read a fixed range with spark.read"
