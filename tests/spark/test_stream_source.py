@@ -13,14 +13,14 @@ import pytest
 pytest.importorskip("pyspark", reason="the spark extra is not installed")
 pytest.importorskip("pyarrow", reason="the spark extra is not installed")
 
-from pyspark.errors import StreamingQueryException  # noqa: E402
+from pyspark.errors import StreamingQueryException
 
-import fencing  # noqa: E402
-import fencing.spark  # noqa: E402
+import fencing
+import fencing.spark
 
-from ..conftest import ServerInfo  # noqa: E402
-from ..support.logs import read_records  # noqa: E402
-from ..support.spark import make_session  # noqa: E402
+from ..conftest import ServerInfo
+from ..support.logs import read_records
+from ..support.spark import make_session
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def test_a_topic_made_again_fails_the_query_from_its_checkpoint_with_state_lost(
     spark: Any, client: fencing.Client, namespace: str, server: ServerInfo, tmp_path: Path
 ) -> None:
     send(client.topic("orders", partitions=2), {0: ["a0"], 1: ["b0"]})
-    first, got = run(spark, server, namespace, tmp_path / "ck")
+    _, got = run(spark, server, namespace, tmp_path / "ck")
     assert len(got) == 2
     client.delete_topic("orders", force=True)
     with fencing.Client.from_url(server.url, namespace=namespace) as again:
