@@ -22,6 +22,10 @@ from .base import ErrorReply, ScriptCall
 from .producer import producer_errors
 from .topic import EncodedBatch, Writer
 
+#: How a refused query starts a new lineage, in a CheckpointReset's message (the data
+#: source sink names its own option instead).
+NEW_LINEAGE_HINT = "pass a new app_id, or new_lineage=True once"
+
 #: The chain hash before the first row of a chain.
 CHAIN_START = b""
 #: Hex characters per chain hash in a script call (8 bytes of BLAKE2b).
@@ -107,7 +111,7 @@ def sink_errors(pk: PartitionKeys, lineage: Lineage) -> Any:
                 f"last began batch {f['stored_batch']}), but this is query {query}: the "
                 "checkpoint was deleted or reset, and its batch ids start again. Nothing was "
                 "written. Restore the checkpoint; or, to write this query's rows as a new "
-                f"lineage, pass a new app_id, or new_lineage=True once (batches of app_id "
+                f"lineage, {NEW_LINEAGE_HINT} (batches of app_id "
                 f"{app!r} are then judged under the new query id)",
                 app_id=app,
                 query_id=query,

@@ -26,11 +26,12 @@ from pyspark.sql.datasource import (
 
 from .. import _protocol as protocol
 from .._keys import validate_name
-from .._protocol.sink import Lineage
+from .._protocol.sink import NEW_LINEAGE_HINT, Lineage
 from .._sync.client import Client
 from .._sync.context import context_of
 from .._sync.metadata import metadata_of
 from ..errors import (
+    CheckpointReset,
     InvalidArgument,
     InvalidArgumentType,
     NondeterministicBatch,
@@ -245,6 +246,14 @@ def write_task(
     except StateLost:
         forget(config)  # the next task opens the topic again
         raise
+    except CheckpointReset as exc:
+        hint = "use a new appId, or .option('newLineage', 'true') once"
+        raise CheckpointReset(
+            str(exc).replace(NEW_LINEAGE_HINT, hint),
+            app_id=exc.app_id,
+            query_id=exc.query_id,
+            batch_id=exc.batch_id,
+        ) from None
 
 
 def finish_batch(

@@ -1,5 +1,7 @@
-"""The Spark sink across a driver killed with SIGKILL after the sink wrote a micro-batch and
-before Spark committed it to the checkpoint, then restarted from that checkpoint."""
+"""The Spark sinks across a driver killed with SIGKILL, then restarted from its checkpoint:
+``ForeachBatchSink`` killed after it wrote a micro-batch and before Spark committed it to
+the checkpoint, and a topic-to-topic pipeline of the ``fencing`` connector killed at any
+point of its run."""
 
 from __future__ import annotations
 
@@ -17,15 +19,17 @@ pytest.importorskip("pyspark", reason="the spark extra is not installed")
 import fencing
 
 from ..conftest import ServerInfo
-from ..support.logs import topic_values
+from ..support.logs import read_records, topic_values
 from ..support.paths import ROOT
 from ..support.polling import wait_until
 from ..support.spark import duplicates
 
 
-def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+def _start(
+    args: list[str], log: Path, module: str = "tests.spark.spark_worker"
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.spark.spark_worker", *args],
+        [sys.executable, "-m", module, *args],
         cwd=ROOT,
         stdout=open(log, "wb"),
         stderr=subprocess.DEVNULL,
@@ -33,6 +37,7 @@ def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     )
 
 
+@pytest.mark.timeout(420)  # two Spark drivers, one after the other
 def test_a_driver_killed_between_the_write_and_the_checkpoint_commit_writes_once(
     server: ServerInfo, namespace: str, tmp_path: Path
 ) -> None:
@@ -78,3 +83,51 @@ def test_a_driver_killed_between_the_write_and_the_checkpoint_commit_writes_once
     assert duplicates(values) == {}
     assert sorted(values) == sorted(expected)
     client.close()
+
+
+@pytest.mark.timeout(600)  # three Spark drivers, one after the other
+def test_a_pipeline_whose_driver_is_killed_at_any_point_copies_each_record_once(
+    server: ServerInfo, namespace: str, client: fencing.Client, tmp_path: Path
+) -> None:
+    if server.kind == "valkey":
+        pytest.skip("one server kind is enough for Spark drivers of their own: redis")
+    expected: dict[int, list[bytes]] = {0: [], 1: []}
+    with client.topic("orders", partitions=2).producer() as producer:
+        for i in range(3000):
+            value = f"r{i}".encode()
+            producer.send(value, partition=i % 2)
+            expected[i % 2].append(value)
+    args = [server.url, namespace, str(tmp_path / "ck"), "400"]
+    module = "tests.spark.pipeline_worker"
+
+    # Killed once a first batch is written, then again after more rows: wherever the kills
+    # land (mid-batch, between the sink's commit and the checkpoint's), the restarts copy
+    # each record once.
+    def written() -> int:
+        return len(topic_values(client, "events")) if "events" in client.topics() else 0
+
+    for run, written_at_least in enumerate((1, 1200)):
+        driver = _start(args, tmp_path / f"run{run}.log", module)
+        try:
+            wait_until(
+                lambda: written() >= written_at_least or driver.poll() is not None,  # noqa: B023
+                timeout=240,
+            )
+            assert driver.poll() is None, (tmp_path / f"run{run}.log").read_text()
+        finally:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(30)
+    last = _start(args, tmp_path / "last.log", module)
+    try:
+        assert last.wait(240) == 0
+    finally:
+        if last.poll() is None:
+            os.killpg(last.pid, signal.SIGKILL)
+    assert (tmp_path / "last.log").read_text().splitlines()[-1] == "DONE"
+    # Each source partition's rows are keyed by it: in one target partition, in order.
+    by_source: dict[int, list[bytes]] = {0: [], 1: []}
+    for p in (0, 1):
+        for r in read_records(client, "events", p):
+            assert r.key is not None
+            by_source[int(r.key)].append(r.value)
+    assert by_source == expected

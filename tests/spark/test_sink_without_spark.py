@@ -6,6 +6,7 @@ that reports executors unable to run the library."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from fencing.spark.rows import row_json
 from tests.support.internals import context_of, metadata_of
 
 from ..conftest import ServerInfo
+from ..support.logs import read_records
 
 
 def execute(client: fencing.Client, call):  # type: ignore[no-untyped-def]
@@ -110,6 +112,38 @@ def test_sink_append_refuses_a_spark_partition_that_is_not_an_index(client: fenc
                 ),
             )
     producer.close()
+
+
+def test_tasks_that_are_not_told_the_partition_count_write_any_spark_partition_once(
+    client: fencing.Client,
+) -> None:
+    # The data source sink's tasks begin a batch with partition count 0 (not known to them).
+    topic = client.topic("t", 1).open()
+    meta = metadata_of(topic)
+    lin = Lineage("app", "q1", 0, 0)
+    pk = meta.partition_keys(0)
+    inc = meta.incarnation_of(0)
+    begun = execute(client, protocol.sink.begin(pk, lin, incarnation=inc, new_lineage=False))
+    assert begun.status == "fresh"
+    again = execute(client, protocol.sink.begin(pk, lin, incarnation=inc, new_lineage=False))
+    assert again.status == "replay"  # another task of the batch: begun already
+    producer = topic.producer()
+    producer.open()
+
+    def append(sp: int) -> Any:
+        return fenced_call(
+            producer,
+            0,
+            lambda w: protocol.sink.append(
+                pk, lin, chunk_of(sp, [0], [b"v%d" % sp]), incarnation=inc, seen_next=0, writer=w
+            ),
+        )
+
+    assert [append(sp).written for sp in (0, 9, 9, 0)] == [1, 1, 0, 0]
+    with pytest.raises(fencing.errors.FencingError):
+        append(-1)
+    producer.close()
+    assert [r.value for r in read_records(client, "t", 0)] == [b"v0", b"v9"]
 
 
 def test_sink_append_refuses_a_layout_that_does_not_match_its_parts(

@@ -27,6 +27,7 @@ from fencing._partitioner import partition_for_key
 
 from ..conftest import ServerInfo
 from ..support.logs import read_records, topic_values
+from ..support.polling import wait_until
 from ..support.spark import duplicates, make_session
 
 
@@ -106,11 +107,12 @@ def test_a_topic_is_copied_exactly_once_though_a_task_fails_midway_on_its_first_
         ctx = TaskContext.get()
         if ctx is not None and ctx.attemptNumber() == 0 and value == b"o0-2500":
             with fencing.Client.from_url(url, namespace=namespace) as c:
+                wait_until(lambda: topic_values(c, "events"), timeout=60, what="rows written")
                 marker.write_text(str(len(topic_values(c, "events"))))
             raise RuntimeError("injected failure on attempt 0")
         return value
 
-    udf = sf.udf(fail_once, BinaryType())
+    udf = sf.udf(fail_once, BinaryType(), useArrow=False)  # row by row, as rows arrive
     frame = source(spark, server, namespace).select(udf("value").alias("value"))
     query = start(frame, server, namespace, tmp_path / "ck")
     assert query.exception() is None
@@ -137,7 +139,7 @@ def test_a_batch_the_query_failed_in_is_completed_once_when_it_restarts(
             raise RuntimeError("injected failure in partition 1")
         return value
 
-    udf = sf.udf(fail_partition_1, BinaryType())
+    udf = sf.udf(fail_partition_1, BinaryType(), useArrow=False)
     frame = source(spark, server, namespace).select(udf("value").alias("value"))
     failed = start(frame, server, namespace, tmp_path / "ck")
     assert "injected failure in partition 1" in str(failed.exception())
@@ -178,6 +180,7 @@ def test_a_reset_checkpoint_is_refused_and_new_lineage_writes_its_batches(
     refused = start(frame, server, namespace, tmp_path / "other")
     line = error_line(refused.exception(), "CheckpointReset")
     assert f"but this is query {refused.id}" in line
+    assert "use a new appId, or .option('newLineage', 'true') once" in line
     assert len(topic_values(client, "events")) == 40  # nothing was written
     again = start(frame, server, namespace, tmp_path / "other2", newLineage="true")
     assert again.exception() is None
