@@ -128,6 +128,12 @@ class ForeachBatchSink:
     before it is written again, to check that every Spark partition still passes through
     what its earlier attempt wrote: one more pass over that batch only.
 
+    Under Spark Connect the sink is pickled with the client's session id and runs in the
+    server's foreachBatch process: it finds its query's id among that session's active
+    queries (run each ForeachBatchSink query from a session of its own if one session runs
+    several at once), persists each batch while it counts its partitions and writes it, and
+    its ``last_batch`` is set there, not on the client's object.
+
     Before its first batch, the sink runs a one-row job that imports the library on an
     executor: executors whose Python lacks it (``PYSPARK_PYTHON`` not set, the package not
     shipped) fail the batch with :class:`~fencing.ConfigurationError`, in one line that
