@@ -3,14 +3,23 @@
 The driver begins each micro-batch on every topic partition (checking the app's lineage and
 the batch's Spark partition count), runs one Spark job whose tasks write their partition's
 rows from the executors, then marks the batch finished. See :class:`ForeachBatchSink`.
+
+Every job goes through the DataFrame API (``mapInArrow``; no ``sparkContext``, no RDD), so
+the same code runs on a classic session and on Spark Connect, where the foreachBatch
+function runs in a Python process beside the Connect server.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+import os
 import re
+import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -34,11 +43,12 @@ from ..errors import (
     UnknownTopic,
 )
 from .probe import check_executors, executor_error, fail, worker_failure
-from .rows import RowLayout
+from .rows import RowLayout, arrow_rows
 from .writer import PartitionResult, SinkConfig, verify_partition, write_partition
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +56,13 @@ log = logging.getLogger(__name__)
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 _TASK_ERROR = re.compile(r"fencing\.errors\.(\w+): (.*?)(?:\n|$)")
+
+#: Set by Spark Connect in the Python process that runs a query's foreachBatch function:
+#: the URL of the Connect server it belongs to.
+CONNECT_URL_VARIABLE = "SPARK_CONNECT_LOCAL_URL"
+
+#: The one column of the small results a write, verify or count task returns.
+RESULT_SCHEMA = "result string"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +128,12 @@ class ForeachBatchSink:
     before it is written again, to check that every Spark partition still passes through
     what its earlier attempt wrote: one more pass over that batch only.
 
+    Under Spark Connect the sink is pickled with the client's session id and runs in the
+    server's foreachBatch process: it finds its query's id among that session's active
+    queries (run each ForeachBatchSink query from a session of its own if one session runs
+    several at once), persists each batch while it counts its partitions and writes it, and
+    its ``last_batch`` is set there, not on the client's object.
+
     Before its first batch, the sink runs a one-row job that imports the library on an
     executor: executors whose Python lacks it (``PYSPARK_PYTHON`` not set, the package not
     shipped) fail the batch with :class:`~fencing.ConfigurationError`, in one line that
@@ -171,8 +194,25 @@ class ForeachBatchSink:
         self._client: Client | None = None
         self._topic: Topic | None = None
         self._executors_checked = False
+        # Spark Connect: the session of the client that started the query (recorded when
+        # foreachBatch pickles the sink), and the query id found for it.
+        self._connect_session: str | None = None
+        self._connect_query: str | None = None
         #: The metrics of the last micro-batch this sink handled (None before the first).
+        #: Under Spark Connect the sink runs in the server's foreachBatch process: this is
+        #: set there, not on the client's copy.
         self.last_batch: BatchMetrics | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What ``foreachBatch`` ships to Spark Connect's foreachBatch process: no client,
+        and the id of this process's Connect session, in which the query will run."""
+        state = dict(self.__dict__)
+        state["_client"] = state["_topic"] = None
+        state["_connect_session"] = self._connect_session or _connect_session_id()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     # -- driver side ---------------------------------------------------------------------------
 
@@ -180,21 +220,28 @@ class ForeachBatchSink:
         """Write micro-batch ``batch_id`` (Spark calls this; so may a test)."""
         started = time.monotonic()
         check_int("batch_id", batch_id)
-        query_id = self.query_id or df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
-        if not query_id:
-            raise SinkError(
-                "ForeachBatchSink runs as writeStream.foreachBatch(sink): no streaming query "
-                "id is set on this thread. Outside a streaming query, pass query_id=",
-                app_id=self.app_id,
-                batch_id=batch_id,
-            )
+        query_id = self._query_id(df.sparkSession, batch_id)
         frame, layout = self._select(df)
         if not self._executors_checked:
             check_executors(df.sparkSession)  # before anything touches Redis
             self._executors_checked = True
         topic = self._open_topic()
-        rdd = frame.rdd
-        lineage = Lineage(self.app_id, query_id, batch_id, rdd.getNumPartitions())
+        connect = _is_connect(df.sparkSession)
+        if connect:
+            # Counting the partitions computes the batch there: kept for the jobs after.
+            frame.persist()
+        try:
+            lineage = Lineage(self.app_id, query_id, batch_id, self._spark_partitions(frame))
+            self._write(topic, frame, layout, lineage, started)
+        finally:
+            if connect:
+                frame.unpersist()
+
+    def _write(
+        self, topic: Topic, frame: DataFrame, layout: RowLayout, lineage: Lineage, started: float
+    ) -> None:
+        """Begin the batch, verify a replay, write it from the executors, finish it."""
+        query_id, batch_id = lineage.query_id, lineage.batch_id
         assert self._client is not None
         # Where the driver writes, resolved here: an executor's environment (its own
         # FENCING_REDIS_URL and FENCING_NAMESPACE, or none) is not the driver's.
@@ -225,8 +272,8 @@ class ForeachBatchSink:
                 break
         replay = any(b.status == "replay" for b in begun)
         if replay:
-            verify = partial(verify_partition, config, lineage)
-            missed = self._run(rdd.mapPartitionsWithIndex(verify))
+            job = frame.mapInArrow(partial(verify_task, config, lineage), RESULT_SCHEMA)
+            missed = [tuple(m) for row in self._run(job) for m in json.loads(row[0])]
             if missed:
                 sp, t, why = missed[0]
                 raise _errors.NondeterministicBatch(
@@ -239,9 +286,8 @@ class ForeachBatchSink:
                     query_id=query_id,
                     batch_id=batch_id,
                 )
-        results: list[PartitionResult] = self._run(
-            rdd.mapPartitionsWithIndex(partial(write_partition, config, lineage))
-        )
+        job = frame.mapInArrow(partial(write_task, config, lineage), RESULT_SCHEMA)
+        results = [result_of(row[0]) for row in self._run(job)]
         per_target: dict[int, int] = {}
         for r in results:
             for t, n in r.per_target.items():
@@ -266,6 +312,48 @@ class ForeachBatchSink:
             ),
             started,
         )
+
+    def _query_id(self, session: SparkSession, batch_id: int) -> str:
+        """The streaming query's id: ``query_id=`` if given; on a classic session the local
+        property Spark sets on the thread that runs the batch; under Spark Connect, the id
+        of the query of the client's session that is running this batch."""
+        if self.query_id:
+            return self.query_id
+        found: str | None
+        if _is_connect(session):
+            if self._connect_query is None:
+                # One foreachBatch process per query run: found once, kept for its batches.
+                self._connect_query = _connect_query_id(
+                    _connect_root(session, self._connect_session), batch_id
+                )
+            found = self._connect_query
+        else:
+            found = session.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        if not found:
+            raise SinkError(
+                "ForeachBatchSink runs as writeStream.foreachBatch(sink): no streaming query "
+                "id is set on this thread. Outside a streaming query, pass query_id=",
+                app_id=self.app_id,
+                batch_id=batch_id,
+            )
+        return found
+
+    def _spark_partitions(self, frame: DataFrame) -> int:
+        """The number of Spark partitions of the batch, as the write tasks see them.
+
+        A foreachBatch DataFrame stands on the RDD Spark planned for the batch, so its
+        partitions are fixed. A classic session reads their number from that RDD, at no
+        cost. Spark Connect has no RDD and ``mapInArrow`` does not say how many tasks a job
+        has: there, a job of one tiny result per task counts them, over the batch that the
+        caller persisted (it is computed once, for this count and the jobs after).
+        """
+        if not _is_connect(frame.sparkSession):
+            count: int = frame.rdd.getNumPartitions()
+            return count
+        from pyspark.sql import functions as sf  # noqa: PLC0415 - PySpark is an optional extra
+
+        job = frame.select(sf.lit(0).alias("x")).mapInArrow(count_task, RESULT_SCHEMA)
+        return max(1, len(self._run(job)))
 
     def _begin(self, topic: Topic, lineage: Lineage) -> list[protocol.sink.Begun]:
         """Begin the batch on every partition. A lineage that this query already started on
@@ -451,3 +539,141 @@ class ForeachBatchSink:
 
     def __repr__(self) -> str:
         return f"<fencing.spark.ForeachBatchSink topic={self.topic_name!r} app_id={self.app_id!r}>"
+
+
+# -- Spark Connect ---------------------------------------------------------------------------
+
+_roots_lock = threading.Lock()
+_roots: dict[str, Any] = {}  # client session id: a Connect SparkSession
+
+
+def _is_connect(session: SparkSession) -> bool:
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
+def _connect_session_id() -> str | None:
+    """The id of this process's active Spark Connect session, if it has one."""
+    connect = sys.modules.get("pyspark.sql.connect.session")
+    if connect is None:  # no Connect session was ever made here
+        return None
+    try:
+        session = connect.SparkSession.active()
+    except Exception:  # no active or default Connect session
+        return None
+    found: str = session.session_id
+    return found
+
+
+def _connect_root(session: SparkSession, client_session: str | None) -> SparkSession:
+    """The Connect session the query was started from, as seen from the foreachBatch
+    process (whose own session is a clone holding no query), opened once per process and
+    never stopped: stopping it would end the client's session. Outside that process (a
+    test calling the sink), ``session`` itself."""
+    url = os.environ.get(CONNECT_URL_VARIABLE)
+    if not url or not client_session or client_session == getattr(session, "session_id", None):
+        return session
+    with _roots_lock:
+        root: Any = _roots.get(client_session)
+        if root is None:
+            from pyspark.sql.connect.session import (  # noqa: PLC0415 - optional extra
+                SparkSession as ConnectSession,
+            )
+
+            root = ConnectSession.builder.remote(f"{url};session_id={client_session}").create()
+            _roots[client_session] = root
+        found: SparkSession = root
+        return found
+
+
+def _connect_query_id(root: SparkSession, batch_id: int) -> str | None:
+    """The id of the query of ``root`` that runs batch ``batch_id`` now; None if it has no
+    active query. Several candidates are refused: the sink cannot tell them apart."""
+    active = list(root.streams.active)
+    if len(active) <= 1:
+        return active[0].id if active else None
+    running = []
+    for query in active:
+        if not query.status.get("isTriggerActive"):
+            continue
+        progress = query.lastProgress
+        if progress is not None and int(progress.get("batchId", -1)) >= batch_id:
+            continue
+        running.append(query.id)
+    if len(running) == 1:
+        return running[0]
+    raise ConfigurationError(
+        f"ForeachBatchSink under Spark Connect: {len(running) or len(active)} streaming "
+        f"queries of the client's session may be running batch {batch_id}, and the sink "
+        "cannot tell which is its own. Start each ForeachBatchSink query from a Spark "
+        "Connect session of its own (SparkSession.builder.remote(url).create())"
+    )
+
+
+# -- the tasks (shipped by reference: executors import this module) -------------------------
+
+
+def _spark_partition() -> int:
+    from pyspark import TaskContext  # noqa: PLC0415 - runs in a Spark task
+
+    context = TaskContext.get()
+    assert context is not None, "runs inside a Spark task"
+    return context.partitionId()
+
+
+def _result_batch(texts: list[str]) -> pa.RecordBatch:
+    import pyarrow as pa  # noqa: PLC0415 - the spark extra
+
+    return pa.record_batch({"result": pa.array(texts, pa.string())})
+
+
+def _checked_rows(lineage: Lineage, spark_partition: int, rows: Iterator[Any]) -> Iterator[Any]:
+    """``rows``; refused if the task's partition lies beyond the batch's partition count
+    (the batch's partitioning changed after it was counted) and holds rows."""
+    if spark_partition < lineage.partitions:
+        return rows
+    first = next(rows, None)
+    if first is None:
+        return iter(())
+    raise _errors.NondeterministicBatch(
+        f"micro-batch {lineage.batch_id} of query {lineage.query_id} has rows in Spark "
+        f"partition {spark_partition}, but it was begun with {lineage.partitions} Spark "
+        "partitions: its partitioning changed between two jobs. Nothing of that partition "
+        "was written. Make the batch deterministic",
+        app_id=lineage.app_id,
+        query_id=lineage.query_id,
+        batch_id=lineage.batch_id,
+    )
+
+
+def write_task(
+    config: SinkConfig, lineage: Lineage, batches: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``: write this task's Spark partition; one result row (JSON)."""
+    sp = _spark_partition()
+    rows = _checked_rows(lineage, sp, arrow_rows(batches))
+    texts = [json.dumps(dataclasses.asdict(r)) for r in write_partition(config, lineage, sp, rows)]
+    yield _result_batch(texts)
+
+
+def verify_task(
+    config: SinkConfig, lineage: Lineage, batches: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``: check a replayed partition against the chain points stored; one
+    result row: the points missed, as a JSON list."""
+    sp = _spark_partition()
+    rows = _checked_rows(lineage, sp, arrow_rows(batches))
+    yield _result_batch([json.dumps(list(verify_partition(config, lineage, sp, rows)))])
+
+
+def count_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``: one row per task, whatever its partition holds."""
+    for _ in batches:
+        pass
+    yield _result_batch([str(_spark_partition())])
+
+
+def result_of(text: str) -> PartitionResult:
+    """A write task's result row, back as a :class:`PartitionResult`."""
+    found = json.loads(text)
+    found["per_target"] = {int(t): n for t, n in found["per_target"].items()}
+    return PartitionResult(**found)

@@ -27,9 +27,12 @@ from fencing.spark import sink as sink_module  # noqa: E402
 
 from ..conftest import ServerInfo  # noqa: E402
 from ..support.logs import topic_values  # noqa: E402
+from ..support.polling import wait_until  # noqa: E402
 from ..support.spark import duplicates, make_session  # noqa: E402
 
 ROWS = 3000
+#: The most rows per Arrow batch that a ``mapInArrow`` task receives.
+ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +54,29 @@ def _write_inputs(folder: Path, files: int, per_file: int) -> list[str]:
     return values
 
 
-def fail_on_first_attempt(row_id: int) -> str:
-    """A UDF that raises mid-partition on attempt 0 of its task (upstream of the sink)."""
-    ctx = TaskContext.get()
-    if ctx is not None and ctx.attemptNumber() == 0 and row_id % 4000 == 2500:
-        raise RuntimeError(f"injected failure at row {row_id} on attempt 0")
-    return f"v{row_id}"
+#: Rows per input file (one Spark partition each), and the row where attempt 0 fails.
+PER_FILE, FAIL_AT = 20_000, 15_000
+
+
+def fail_on_first_attempt(url: str, namespace: str) -> Any:
+    """A UDF that raises mid-partition on attempt 0 of its task (upstream of the sink),
+    once the sink has written some of the rows before it: the attempt fails with part of
+    its partition written."""
+
+    def udf(row_id: int) -> str:
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.attemptNumber() == 0 and row_id % PER_FILE == FAIL_AT:
+            earlier = range(row_id - FAIL_AT, row_id)
+            with fencing.Client.from_url(url, namespace=namespace) as client:
+                wait_until(
+                    lambda: any(int(v[1:]) in earlier for v in topic_values(client, "events")),
+                    timeout=60,
+                    what=f"rows before {row_id} written",
+                )
+            raise RuntimeError(f"injected failure at row {row_id} on attempt 0")
+        return f"v{row_id}"
+
+    return udf
 
 
 def always_fail_partition_2(row_id: int) -> str:
@@ -68,13 +88,21 @@ def always_fail_partition_2(row_id: int) -> str:
 
 
 def test_a_task_failing_upstream_midway_on_its_first_attempt_writes_every_row_once(
-    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo, tmp_path: Path
+    spark: Any,
+    client: fencing.Client,
+    namespace: str,
+    server: ServerInfo,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
-    # Rows reach the sink's worker in batches of about a thousand: a partition of 4,000
-    # failing at row 2,500 has had some of its rows written when its first attempt fails.
-    _write_inputs(tmp_path / "in", files=3, per_file=4000)
+    # Rows reach the sink's tasks in Arrow batches of 1,000 here, once the UDF's worker and
+    # the JVM have passed them on (each through a buffer of 64 KiB): a partition failing at
+    # its row 15,000, once rows before it are written, fails with part of it written.
+    spark.conf.set(ARROW_BATCH, "1000")
+    request.addfinalizer(lambda: spark.conf.unset(ARROW_BATCH))
+    _write_inputs(tmp_path / "in", files=3, per_file=PER_FILE)
     schema = "id LONG, v STRING"
-    udf = sf.udf(fail_on_first_attempt, StringType())
+    udf = sf.udf(fail_on_first_attempt(server.url, namespace), StringType())
     sink = ForeachBatchSink(
         server.url,
         "events",
@@ -99,13 +127,13 @@ def test_a_task_failing_upstream_midway_on_its_first_attempt_writes_every_row_on
     query.awaitTermination(240)
     assert query.exception() is None
     values = topic_values(client, "events")
-    assert sorted(values) == sorted(f"v{i}".encode() for i in range(12_000))
+    assert sorted(values) == sorted(f"v{i}".encode() for i in range(3 * PER_FILE))
     assert duplicates(values) == {}
     batch = sink.last_batch
-    assert batch is not None and batch.rows == 12_000
+    assert batch is not None and batch.rows == 3 * PER_FILE
     # The first attempts wrote rows before they failed: their retries found them written.
     assert batch.duplicates > 0
-    assert batch.written == 12_000 - batch.duplicates
+    assert batch.written == 3 * PER_FILE - batch.duplicates
 
 
 def test_a_reset_checkpoint_under_the_same_app_id_is_refused_with_a_clear_error(
