@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _protocol as protocol
+from .._partitioner import partition_for_key
 from .._protocol.sink import CHAIN_START, Begun, Chunk, Lineage, chain
 from .._protocol.topic import EncodedBatch
 from .._sync.client import Client
@@ -88,11 +89,12 @@ def forget(config: SinkConfig) -> None:
 class _Target:
     """The chunk being filled for one topic partition, and the chain's last point there."""
 
-    __slots__ = ("hashes", "indexes", "layout", "parts", "prev_hash", "prev_index", "size")
+    __slots__ = ("hashes", "head", "indexes", "layout", "parts", "prev_hash", "prev_index", "size")
 
     def __init__(self) -> None:
         self.prev_index = -1
         self.prev_hash = CHAIN_START
+        self.head = CHAIN_START  # the chain hash after the last row routed here
         self.indexes: list[int] = []
         self.hashes: list[bytes] = []
         self.layout: list[str] = []
@@ -129,6 +131,7 @@ def write_partition(
     max_bytes = min(config.chunk_bytes, limits.max_batch_bytes)
     targets: dict[int, _Target] = {}
     result = PartitionResult(spark_partition)
+    rows_seen = 0
 
     def flush(t: int, target: _Target) -> None:
         if not target.indexes:
@@ -164,32 +167,69 @@ def write_partition(
         target.indexes, target.hashes, target.layout, target.parts = [], [], [], []
         target.size = 0
 
-    for t, index, h, value, key, headers in _chains(
-        config, spark_partition, rows, topic.partitions
-    ):
-        size = len(value) + (0 if key is None else len(key)) + len(headers)
-        if size > limits.max_record_bytes:
+    layout = config.layout
+    partitions = topic.partitions
+    # A value and at most a key, both str or bytes: encoded here, row by row, without
+    # encode_row's generality (same bytes, same partition); any other row goes through it.
+    plain = (
+        layout.value is not None
+        and not layout.headers
+        and layout.headers_map is None
+        and layout.partition is None
+    )
+    vi, ki = layout.value, layout.key
+    keyless = spark_partition % partitions
+    max_record = limits.max_record_bytes
+    for index, row in enumerate(rows):
+        if plain:
+            value = row[vi]
+            key = None if ki is None else row[ki]
+            tv = type(value)
+            tk = type(key)
+            if (tv is str or tv is bytes) and (key is None or tk is str or tk is bytes):
+                if tv is str:
+                    value = value.encode("utf-8")
+                if key is None:
+                    t = keyless
+                    size = len(value)
+                else:
+                    if tk is str:
+                        key = key.encode("utf-8")
+                    t = partition_for_key(key, partitions)
+                    size = len(value) + len(key)
+                headers = b""
+            else:
+                value, key, headers, t = encode_row(layout, row, spark_partition, index, partitions)
+                size = len(value) + (0 if key is None else len(key)) + len(headers)
+        else:
+            value, key, headers, t = encode_row(layout, row, spark_partition, index, partitions)
+            size = len(value) + (0 if key is None else len(key)) + len(headers)
+        if size > max_record:
             limits.check_record(size)
         target = targets.get(t)
         if target is None:
             target = targets[t] = _Target()
         elif target.size + size > max_bytes:
             flush(t, target)
+        h = target.head = chain(target.head, index, value, key, headers)
         target.indexes.append(index)
         target.hashes.append(h)
-        target.parts.append(value)
-        shape = 0
-        if key is not None:
-            target.parts.append(key)
+        parts = target.parts
+        parts.append(value)
+        if key is None:
+            shape = 0
+        else:
+            parts.append(key)
             shape = 1
         if headers:
-            target.parts.append(headers)
+            parts.append(headers)
             shape += 2
         target.layout.append("0123"[shape])
         target.size += size
-        result.rows += 1
         if len(target.indexes) >= max_records:
             flush(t, target)
+        rows_seen += 1
+    result.rows = rows_seen
     for t, target in targets.items():
         flush(t, target)
     yield result
