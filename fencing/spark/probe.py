@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 #: The module the sink's tasks unpickle their function from: importing it imports the
 #: library and what it needs (redis, ...).
-EXECUTOR_MODULE = "fencing.spark.sink"
+EXECUTOR_MODULE = "fencing.spark.tasks"
 
 _ADVICE = (
     "Set PYSPARK_PYTHON (or spark.pyspark.python) to an interpreter that has redis-fencing "

@@ -11,15 +11,11 @@ function runs in a Python process beside the Connect server.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import os
 import re
-import sys
-import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -34,7 +30,6 @@ from .._sync.metadata import metadata_of
 from .._sync.topic import Topic
 from .._validate import check_int
 from ..errors import (
-    CheckpointReset,
     ConfigurationError,
     InvalidArgument,
     InvalidArgumentType,
@@ -42,12 +37,16 @@ from ..errors import (
     StateLost,
     UnknownTopic,
 )
+from .connect import connect_query_id, connect_root, connect_session_id, is_connect
 from .probe import check_executors, executor_error, fail, worker_failure
-from .rows import RowLayout, arrow_rows
-from .writer import PartitionResult, SinkConfig, verify_partition, write_partition
+from .rows import RowLayout
+from .tasks import RESULT_SCHEMA, count_task, result_of, verify_task, write_task
+from .writer import (
+    SinkConfig,
+    begin_batch,
+)
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
@@ -56,13 +55,6 @@ log = logging.getLogger(__name__)
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 _TASK_ERROR = re.compile(r"fencing\.errors\.(\w+): (.*?)(?:\n|$)")
-
-#: Set by Spark Connect in the Python process that runs a query's foreachBatch function:
-#: the URL of the Connect server it belongs to.
-CONNECT_URL_VARIABLE = "SPARK_CONNECT_LOCAL_URL"
-
-#: The one column of the small results a write, verify or count task returns.
-RESULT_SCHEMA = "result string"
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +200,7 @@ class ForeachBatchSink:
         and the id of this process's Connect session, in which the query will run."""
         state = dict(self.__dict__)
         state["_client"] = state["_topic"] = None
-        state["_connect_session"] = self._connect_session or _connect_session_id()
+        state["_connect_session"] = self._connect_session or connect_session_id()
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -226,7 +218,7 @@ class ForeachBatchSink:
             check_executors(df.sparkSession)  # before anything touches Redis
             self._executors_checked = True
         topic = self._open_topic()
-        connect = _is_connect(df.sparkSession)
+        connect = is_connect(df.sparkSession)
         if connect:
             # Counting the partitions computes the batch there: kept for the jobs after.
             frame.persist()
@@ -320,11 +312,11 @@ class ForeachBatchSink:
         if self.query_id:
             return self.query_id
         found: str | None
-        if _is_connect(session):
+        if is_connect(session):
             if self._connect_query is None:
                 # One foreachBatch process per query run: found once, kept for its batches.
-                self._connect_query = _connect_query_id(
-                    _connect_root(session, self._connect_session), batch_id
+                self._connect_query = connect_query_id(
+                    connect_root(session, self._connect_session), batch_id
                 )
             found = self._connect_query
         else:
@@ -347,7 +339,7 @@ class ForeachBatchSink:
         has: there, a job of one tiny result per task counts them, over the batch that the
         caller persisted (it is computed once, for this count and the jobs after).
         """
-        if not _is_connect(frame.sparkSession):
+        if not is_connect(frame.sparkSession):
             count: int = frame.rdd.getNumPartitions()
             return count
         from pyspark.sql import functions as sf  # noqa: PLC0415 - PySpark is an optional extra
@@ -356,45 +348,12 @@ class ForeachBatchSink:
         return max(1, len(self._run(job)))
 
     def _begin(self, topic: Topic, lineage: Lineage) -> list[protocol.sink.Begun]:
-        """Begin the batch on every partition. A lineage that this query already started on
-        some partition (a ``new_lineage=True`` run that died between partitions) is
-        completed on the others, even once the flag was removed."""
-
-        meta = metadata_of(topic)
-
-        def begin(t: int, new_lineage: bool) -> protocol.sink.Begun:
-            call = protocol.sink.begin(
-                meta.partition_keys(t),
-                lineage,
-                incarnation=meta.incarnation_of(t),
-                new_lineage=new_lineage,
-            )
-            begun: protocol.sink.Begun = self._execute(call)
-            return begun
-
-        found: dict[int, protocol.sink.Begun] = {}
-        refused: dict[int, CheckpointReset] = {}
-        for t in range(topic.partitions):
-            try:
-                found[t] = begin(t, self.new_lineage)
-            except CheckpointReset as exc:
-                refused[t] = exc
-            except StateLost:
-                self._topic = None  # the next batch opens the topic again
-                raise
-        if refused:
-            if not any(b.stored_query == lineage.query_id for b in found.values()):
-                raise next(iter(refused.values()))
-            log.warning(
-                "redis-fencing spark sink: app_id %r: query %s began a new lineage on some "
-                "partitions before; completing it on partitions %s",
-                self.app_id,
-                lineage.query_id,
-                sorted(refused),
-            )
-            for t in refused:
-                found[t] = begin(t, True)
-        return [found[t] for t in range(topic.partitions)]
+        """Begin the batch on every partition (see :func:`.writer.begin_batch`)."""
+        try:
+            return begin_batch(topic, lineage, new_lineage=self.new_lineage)
+        except StateLost:
+            self._topic = None  # the next batch opens the topic again
+            raise
 
     def _run(self, rdd: Any) -> list[Any]:
         """Collect a job's small results; a sink error in a task is raised as itself."""
@@ -539,141 +498,3 @@ class ForeachBatchSink:
 
     def __repr__(self) -> str:
         return f"<fencing.spark.ForeachBatchSink topic={self.topic_name!r} app_id={self.app_id!r}>"
-
-
-# -- Spark Connect ---------------------------------------------------------------------------
-
-_roots_lock = threading.Lock()
-_roots: dict[str, Any] = {}  # client session id: a Connect SparkSession
-
-
-def _is_connect(session: SparkSession) -> bool:
-    return type(session).__module__.startswith("pyspark.sql.connect")
-
-
-def _connect_session_id() -> str | None:
-    """The id of this process's active Spark Connect session, if it has one."""
-    connect = sys.modules.get("pyspark.sql.connect.session")
-    if connect is None:  # no Connect session was ever made here
-        return None
-    try:
-        session = connect.SparkSession.active()
-    except Exception:  # no active or default Connect session
-        return None
-    found: str = session.session_id
-    return found
-
-
-def _connect_root(session: SparkSession, client_session: str | None) -> SparkSession:
-    """The Connect session the query was started from, as seen from the foreachBatch
-    process (whose own session is a clone holding no query), opened once per process and
-    never stopped: stopping it would end the client's session. Outside that process (a
-    test calling the sink), ``session`` itself."""
-    url = os.environ.get(CONNECT_URL_VARIABLE)
-    if not url or not client_session or client_session == getattr(session, "session_id", None):
-        return session
-    with _roots_lock:
-        root: Any = _roots.get(client_session)
-        if root is None:
-            from pyspark.sql.connect.session import (  # noqa: PLC0415 - optional extra
-                SparkSession as ConnectSession,
-            )
-
-            root = ConnectSession.builder.remote(f"{url};session_id={client_session}").create()
-            _roots[client_session] = root
-        found: SparkSession = root
-        return found
-
-
-def _connect_query_id(root: SparkSession, batch_id: int) -> str | None:
-    """The id of the query of ``root`` that runs batch ``batch_id`` now; None if it has no
-    active query. Several candidates are refused: the sink cannot tell them apart."""
-    active = list(root.streams.active)
-    if len(active) <= 1:
-        return active[0].id if active else None
-    running = []
-    for query in active:
-        if not query.status.get("isTriggerActive"):
-            continue
-        progress = query.lastProgress
-        if progress is not None and int(progress.get("batchId", -1)) >= batch_id:
-            continue
-        running.append(query.id)
-    if len(running) == 1:
-        return running[0]
-    raise ConfigurationError(
-        f"ForeachBatchSink under Spark Connect: {len(running) or len(active)} streaming "
-        f"queries of the client's session may be running batch {batch_id}, and the sink "
-        "cannot tell which is its own. Start each ForeachBatchSink query from a Spark "
-        "Connect session of its own (SparkSession.builder.remote(url).create())"
-    )
-
-
-# -- the tasks (shipped by reference: executors import this module) -------------------------
-
-
-def _spark_partition() -> int:
-    from pyspark import TaskContext  # noqa: PLC0415 - runs in a Spark task
-
-    context = TaskContext.get()
-    assert context is not None, "runs inside a Spark task"
-    return context.partitionId()
-
-
-def _result_batch(texts: list[str]) -> pa.RecordBatch:
-    import pyarrow as pa  # noqa: PLC0415 - the spark extra
-
-    return pa.record_batch({"result": pa.array(texts, pa.string())})
-
-
-def _checked_rows(lineage: Lineage, spark_partition: int, rows: Iterator[Any]) -> Iterator[Any]:
-    """``rows``; refused if the task's partition lies beyond the batch's partition count
-    (the batch's partitioning changed after it was counted) and holds rows."""
-    if spark_partition < lineage.partitions:
-        return rows
-    first = next(rows, None)
-    if first is None:
-        return iter(())
-    raise _errors.NondeterministicBatch(
-        f"micro-batch {lineage.batch_id} of query {lineage.query_id} has rows in Spark "
-        f"partition {spark_partition}, but it was begun with {lineage.partitions} Spark "
-        "partitions: its partitioning changed between two jobs. Nothing of that partition "
-        "was written. Make the batch deterministic",
-        app_id=lineage.app_id,
-        query_id=lineage.query_id,
-        batch_id=lineage.batch_id,
-    )
-
-
-def write_task(
-    config: SinkConfig, lineage: Lineage, batches: Iterable[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow``: write this task's Spark partition; one result row (JSON)."""
-    sp = _spark_partition()
-    rows = _checked_rows(lineage, sp, arrow_rows(batches))
-    texts = [json.dumps(dataclasses.asdict(r)) for r in write_partition(config, lineage, sp, rows)]
-    yield _result_batch(texts)
-
-
-def verify_task(
-    config: SinkConfig, lineage: Lineage, batches: Iterable[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow``: check a replayed partition against the chain points stored; one
-    result row: the points missed, as a JSON list."""
-    sp = _spark_partition()
-    rows = _checked_rows(lineage, sp, arrow_rows(batches))
-    yield _result_batch([json.dumps(list(verify_partition(config, lineage, sp, rows)))])
-
-
-def count_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow``: one row per task, whatever its partition holds."""
-    for _ in batches:
-        pass
-    yield _result_batch([str(_spark_partition())])
-
-
-def result_of(text: str) -> PartitionResult:
-    """A write task's result row, back as a :class:`PartitionResult`."""
-    found = json.loads(text)
-    found["per_target"] = {int(t): n for t, n in found["per_target"].items()}
-    return PartitionResult(**found)
