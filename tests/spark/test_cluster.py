@@ -165,3 +165,39 @@ def test_an_executor_killed_mid_batch_leaves_every_row_written_once(
     assert batch is not None and batch.rows == len(expected)
     # The killed attempt had written rows: its retry on another executor found them.
     assert batch.duplicates > 0
+
+
+def test_the_fencing_connector_reads_and_writes_from_executors_of_their_own(
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo, tmp_path: Path
+) -> None:
+    import fencing.spark  # noqa: PLC0415
+
+    if server.kind != "redis":
+        pytest.skip("one server kind is enough for the connector on a cluster: redis")
+    fencing.spark.register(spark)
+    expected = []
+    with client.topic("orders", partitions=4).producer() as producer:
+        for i in range(2000):
+            producer.send(b"o%d" % i, partition=i % 4)
+            expected.append(b"o%d" % i)
+    query = (
+        spark.readStream.format("fencing")
+        .option("url", server.url)
+        .option("namespace", namespace)
+        .option("topic", "orders")
+        .load()
+        .select("value")
+        .writeStream.format("fencing")
+        .option("url", server.url)
+        .option("namespace", namespace)
+        .option("topic", "copied")
+        .option("partitions", "2")
+        .option("appId", "copy")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(240)
+    assert query.exception() is None
+    values = topic_values(client, "copied")
+    assert sorted(values) == sorted(expected) and duplicates(values) == {}

@@ -187,3 +187,53 @@ def test_the_executor_check_runs_over_connect_and_reports_in_one_line(
     assert "\n" not in message
     assert message.startswith("Spark executors cannot run redis-fencing: their Python ")
     assert "No module named 'fencing_not_installed'" in message
+
+
+def test_the_fencing_connector_over_connect_copies_a_topic_once_and_reads_on_after_a_restart(
+    spark: Any, client: fencing.Client, namespace: str, server: ServerInfo, tmp_path: Path
+) -> None:
+    # The tasks of a micro-batch started over Connect carry the query and batch ids the
+    # data source sink reads from their local properties.
+    import fencing.spark  # noqa: PLC0415
+
+    if server.kind != "redis":
+        pytest.skip("one server kind is enough for the connector over Spark Connect: redis")
+    fencing.spark.register(spark)
+    expected = []
+    with client.topic("orders", partitions=2).producer() as producer:
+        for i in range(300):
+            producer.send(b"o%d" % i, key=b"k%d" % (i % 7))
+            expected.append(b"o%d" % i)
+
+    def run() -> Any:
+        query = (
+            spark.readStream.format("fencing")
+            .option("url", server.url)
+            .option("namespace", namespace)
+            .option("topic", "orders")
+            .option("maxRecordsPerTrigger", "120")
+            .load()
+            .select("key", "value")
+            .writeStream.format("fencing")
+            .option("url", server.url)
+            .option("namespace", namespace)
+            .option("topic", "copied")
+            .option("partitions", "3")
+            .option("appId", "copy")
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(180)
+        return query
+
+    first = run()
+    assert first.exception() is None
+    values = topic_values(client, "copied")
+    assert sorted(values) == sorted(expected) and duplicates(values) == {}
+    with client.topic("orders").producer() as producer:
+        producer.send(b"late", key=b"k0")
+    again = run()
+    assert again.exception() is None and again.id == first.id
+    values = topic_values(client, "copied")
+    assert sorted(values) == sorted([*expected, b"late"]) and duplicates(values) == {}
