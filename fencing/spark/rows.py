@@ -93,7 +93,7 @@ def _as_bytes(what: str, value: object) -> bytes:
 
 
 def _header_map(column: str, entries: object, index: int) -> dict[str, bytes]:
-    """A headers column's entries as names to bytes: a map arrives as (name, value) pairs,
+    """A headers column's entries as names to bytes: a map arrives as a dict (or pairs),
     an array of structs as dicts with the fields key and value."""
     found: dict[str, bytes] = {}
     pairs = entries.items() if isinstance(entries, dict) else entries
@@ -171,12 +171,14 @@ def encode_row(
 
 
 def arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
-    """The rows of Arrow record batches as tuples in column order (strings as str, binary
-    as bytes, nested structs as dicts), as a sink writes them.
+    """The rows of Arrow record batches as tuples in column order, as a sink writes them:
+    strings as str, binary as bytes, structs and maps as dicts (a map as Spark's own rows
+    give it: its keys to its values).
 
     >>> import pyarrow as pa
     >>> list(arrow_rows([pa.record_batch({"v": [b"a", b"b"], "k": ["x", None]})]))
     [(b'a', 'x'), (b'b', None)]
     """
     for batch in batches:
-        yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
+        columns = (column.to_pylist(maps_as_pydicts="strict") for column in batch.columns)
+        yield from zip(*columns, strict=True)
