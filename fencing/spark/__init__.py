@@ -1,8 +1,12 @@
-"""PySpark and redis-fencing: the ``fencing`` data source and an exactly-once foreachBatch sink.
+"""PySpark and redis-fencing: the ``fencing`` data source (a source and an exactly-once sink,
+batch and streaming) and an exactly-once foreachBatch sink.
 
 >>> import fencing.spark
 >>> fencing.spark.register(spark)                                     # doctest: +SKIP
->>> df = spark.read.format("fencing").option("topic", "orders").load()  # doctest: +SKIP
+>>> df = spark.readStream.format("fencing").option("topic", "orders").load()  # doctest: +SKIP
+>>> (df.select("key", "value").writeStream.format("fencing")
+...    .option("topic", "copy").option("appId", "etl")
+...    .option("checkpointLocation", "/ck").start())                  # doctest: +SKIP
 >>> from fencing.spark import ForeachBatchSink
 >>> sink = ForeachBatchSink("redis://localhost:6379/0", "events", app_id="etl")
 >>> df.writeStream.foreachBatch(sink).option("checkpointLocation", "/ck").start()  # doctest: +SKIP
@@ -25,8 +29,10 @@ _INSTALL = "pip install 'redis-fencing[spark]' (pyspark>=4.2 and pyarrow>=15)"
 
 
 def register(spark: Any) -> None:
-    """Register the ``fencing`` data source with ``spark`` (a SparkSession), so that
-    ``spark.read.format("fencing")`` reads topics. Calling it again does no harm.
+    """Register the ``fencing`` data source with ``spark`` (a SparkSession, classic or Spark
+    Connect), so that ``spark.read``/``spark.readStream.format("fencing")`` read topics and
+    ``df.write``/``df.writeStream.format("fencing")`` write them. Calling it again does no
+    harm.
 
     >>> import fencing.spark
     >>> fencing.spark.register(spark)
@@ -36,7 +42,8 @@ def register(spark: Any) -> None:
     ...       .load())                                                # doctest: +SKIP
     >>> df.select("partition", "offset", "key", "value").show()      # doctest: +SKIP
 
-    The options and columns are those of :class:`fencing.spark.source.FencingDataSource`.
+    The options and columns are those of :class:`fencing.spark.source.FencingDataSource`
+    (reads) and :mod:`fencing.spark.datasink` (writes).
     Raises :class:`~fencing.ConfigurationError` if PySpark is older than 4.2 (no Python
     stream sources with admission control) or pyarrow is missing (Spark moves the rows as
     Arrow batches).
