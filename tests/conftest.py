@@ -43,15 +43,24 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 #: Long soaks (``@pytest.mark.soak``) run only when asked: ``FENCING_SOAK=1 pytest -m soak``.
 SOAK = os.environ.get("FENCING_SOAK") == "1"
+#: Tests on a Spark standalone cluster or a Spark Connect server of their own
+#: (``@pytest.mark.spark_cluster``, minutes of JVMs) run only when asked:
+#: ``FENCING_SPARK_CLUSTER=1 pytest -m spark_cluster``.
+SPARK_CLUSTER = os.environ.get("FENCING_SPARK_CLUSTER") == "1"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if SOAK:
-        return
-    skip = pytest.mark.skip(reason="a long soak: set FENCING_SOAK=1 to run it")
+    opt_in = {
+        "soak": (SOAK, "a long soak: set FENCING_SOAK=1 to run it"),
+        "spark_cluster": (
+            SPARK_CLUSTER,
+            "a Spark cluster or Connect server of its own: set FENCING_SPARK_CLUSTER=1 to run it",
+        ),
+    }
     for item in items:
-        if "soak" in item.keywords:
-            item.add_marker(skip)
+        for marker, (wanted, reason) in opt_in.items():
+            if marker in item.keywords and not wanted:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @dataclass(frozen=True)

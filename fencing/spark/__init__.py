@@ -53,7 +53,7 @@ def register(spark: Any) -> None:
     except ImportError:
         raise ConfigurationError(f"fencing.spark.register needs PySpark: {_INSTALL}") from None
     version = getattr(pyspark, "__version__", "0")
-    if tuple(int(n) for n in version.split(".")[:2] if n.isdigit()) < (4, 2):
+    if tuple(int(n) for n in version.split(".")[:2] if n.isascii() and n.isdigit()) < (4, 2):
         raise ConfigurationError(
             f"the fencing data source needs PySpark 4.2 or later (Python data sources with "
             f"admission control and Arrow stream writers), "

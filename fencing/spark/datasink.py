@@ -106,7 +106,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     partitions = None
     if got.get("partitions"):
         raw = got["partitions"].strip()
-        if not raw.isdigit() or int(raw) < 1:
+        if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
             raise InvalidArgument(f"partitions must be a whole number >= 1, got {raw!r}")
         partitions = int(raw)
     new = got.get("newLineage", "false").strip().lower()
@@ -259,25 +259,55 @@ def write_task(
 def finish_batch(
     config: SinkConfig, lineage: Lineage, messages: list[FencingCommitMessage | None]
 ) -> None:
-    """Mark the batch finished on every topic partition (the driver's commit)."""
+    """Mark the batch finished on every topic partition (the driver's commit).
+
+    First, rows stored by Spark partitions this batch does not have (an earlier attempt of
+    it had more: its partitioning changed between attempts) refuse the commit with
+    :class:`~fencing.NondeterministicBatch`: their rows may be in the topic twice now.
+    """
     client = Client.from_url(config.url, namespace=config.namespace)
     try:
         topic = client.topic(config.topic).open()
         meta = metadata_of(topic)
         context = context_of(client)
         driver = context.driver(context.settings.socket_timeout)
+        keys = [meta.partition_keys(t).sink(lineage.app_id) for t in range(topic.partitions)]
+        call = protocol.base.ReadCall(
+            commands=tuple(("HKEYS", k) for k in keys),
+            parse=lambda replies: sorted(
+                {
+                    int(f[1:])
+                    for fields in replies
+                    for f in (x.decode() for x in fields)
+                    if f[:1] == "s" and f[1:].isdigit()
+                }
+            ),
+        )
+        stray = [sp for sp in driver.read(call, context.budget_default()) if sp >= len(messages)]
+        if stray:
+            raise NondeterministicBatch(
+                f"micro-batch {lineage.batch_id} of query {lineage.query_id} (app_id "
+                f"{lineage.app_id!r}) has {len(messages)} Spark partitions, but an earlier "
+                f"attempt of it wrote rows from Spark partition {stray[0]}: its partitioning "
+                "changed between attempts, and rows of it may now be in the topic twice. "
+                "The batch is not marked finished. Make the batch deterministic (keep "
+                "repartition() as it was), and check the topic",
+                app_id=lineage.app_id,
+                query_id=lineage.query_id,
+                batch_id=lineage.batch_id,
+            )
         per_target: dict[int, int] = {}
         for m in messages:
             for t, n in (m.per_target if m else {}).items():
                 per_target[t] = per_target.get(t, 0) + n
         for t in range(topic.partitions):
-            call = protocol.sink.finish(
+            finish = protocol.sink.finish(
                 meta.partition_keys(t),
                 lineage,
                 incarnation=meta.incarnation_of(t),
                 rows=per_target.get(t, 0),
             )
-            driver.execute(call, context.budget_default())
+            driver.execute(finish, context.budget_default())
     finally:
         client.close()
 
@@ -357,8 +387,10 @@ class FencingStreamWriter(DataSourceStreamArrowWriter):
 
 class FencingBatchWriter(DataSourceArrowWriter):
     """``df.write.format("fencing")``: a DataFrame's rows into a topic; a task retried by
-    Spark writes none of its rows twice. Each write is its own lineage (a new query id), so
-    writing the same DataFrame again appends it again.
+    Spark writes none of its rows twice. Each save is its own lineage, deduplicated under an
+    app id of its own (``<appId>.w<16 hex>``), so that saves running at once under one
+    ``appId`` never touch each other's state; saving the same DataFrame again appends it
+    again. Each save leaves its small dedupe record on every partition of the topic.
 
     >>> (df.selectExpr("payload AS value").write.format("fencing")
     ...    .option("topic", "events").option("appId", "backfill")
@@ -368,7 +400,8 @@ class FencingBatchWriter(DataSourceArrowWriter):
     def __init__(self, config: SinkConfig, options: SinkOptions) -> None:
         self.config = config
         self.options = options
-        self.lineage = Lineage(options.app_id, f"write-{uuid.uuid4().hex}", 0, 0)
+        save = uuid.uuid4().hex
+        self.lineage = Lineage(f"{options.app_id}.w{save[:16]}", f"write-{save}", 0, 0)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FencingCommitMessage:
         context = _task_context()

@@ -25,7 +25,6 @@ from typing import Any
 
 from ..errors import InvalidArgument, OffsetOutOfRange, StateLost
 from .plan import (
-    RECORDS_PER_TASK,
     PartitionState,
     Range,
     SourceOptions,
@@ -51,9 +50,13 @@ def _parse(offsets: Offsets, what: str) -> tuple[list[int], list[str]]:
         found = offsets["offsets"]
         incs = offsets["incarnations"]
         n = len(found)
-        positions = [int(found[str(p)]) for p in range(n)]
-        incarnations = [str(incs[str(p)]) for p in range(n)]
-    except (KeyError, TypeError, ValueError):
+        positions = [found[str(p)] for p in range(n)]
+        incarnations = [incs[str(p)] for p in range(n)]
+        if not all(type(o) is int and o >= 0 for o in positions) or not all(
+            isinstance(i, str) and i for i in incarnations
+        ):
+            raise ValueError("offsets are integers >= 0, incarnations non-empty strings")
+    except (KeyError, TypeError, ValueError, AttributeError):
         raise InvalidArgument(
             f"the {what} offset {offsets!r} is not an offset of the fencing source (a "
             "checkpoint of another source, or edited by hand): start the query with a new "
@@ -200,13 +203,16 @@ def capped(starts: list[int], ends: list[int], max_records: int) -> list[int]:
     return [s + t for s, t in zip(starts, take, strict=True)]
 
 
-def stream_ranges(start: Offsets, end: Offsets, per_task: int = RECORDS_PER_TASK) -> list[Range]:
-    """The ranges of one micro-batch ``[start, end)``, at most ``per_task`` offsets each.
+def stream_ranges(start: Offsets, end: Offsets) -> list[Range]:
+    """The ranges of one micro-batch ``[start, end)``: one per topic partition with records
+    to read, so that one Spark task reads a partition's records in offset order (records of
+    one key stay in order through a sink downstream). ``maxRecordsPerTrigger`` bounds a
+    batch's size.
 
-    >>> a = {"offsets": {"0": 0}, "incarnations": {"0": "x"}}
-    >>> b = {"offsets": {"0": 5}, "incarnations": {"0": "x"}}
-    >>> [(r.partition, r.start, r.end) for r in stream_ranges(a, b, per_task=3)]
-    [(0, 0, 3), (0, 3, 5)]
+    >>> a = {"offsets": {"0": 0, "1": 4}, "incarnations": {"0": "x", "1": "y"}}
+    >>> b = {"offsets": {"0": 500000, "1": 4}, "incarnations": {"0": "x", "1": "y"}}
+    >>> [(r.partition, r.start, r.end) for r in stream_ranges(a, b)]
+    [(0, 0, 500000)]
     """
     first, incarnations = _parse(start, "start")
     last, ends_incarnations = _parse(end, "end")
@@ -218,8 +224,8 @@ def stream_ranges(start: Offsets, end: Offsets, per_task: int = RECORDS_PER_TASK
             reason="incarnation",
             key="",
         )
-    out: list[Range] = []
-    for p, (a, b) in enumerate(zip(first, last, strict=False)):
-        for lo in range(a, b, per_task):
-            out.append(Range(p, lo, min(b, lo + per_task), incarnations[p]))
-    return out
+    return [
+        Range(p, a, b, incarnations[p])
+        for p, (a, b) in enumerate(zip(first, last, strict=False))
+        if b > a
+    ]

@@ -111,7 +111,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     max_records = None
     if "maxRecordsPerTrigger" in got:
         raw = got["maxRecordsPerTrigger"].strip()
-        if not raw.isdigit() or int(raw) < 1:
+        if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
             raise InvalidArgument(
                 f"maxRecordsPerTrigger must be a whole number of records >= 1, got {raw!r}"
             )
@@ -143,7 +143,7 @@ def _offsets(name: str, raw: str) -> str | dict[int, int]:
         raise InvalidArgument(f"{name} must be 'earliest', 'latest' or {example}, got {raw!r}")
     out: dict[int, int] = {}
     for key, offset in parsed.items():
-        if not (isinstance(key, str) and key.isdigit()):
+        if not (isinstance(key, str) and key.isascii() and key.isdigit()):
             raise InvalidArgument(
                 f"{name} names partition {key!r}: partitions are numbers from 0, as in {example}"
             )

@@ -28,9 +28,10 @@ from .plan import Range
 if TYPE_CHECKING:
     import pyarrow as pa
 
-#: Records per page: the first page, and the most of any page (read_limits caps a read at
-#: 10,000); later pages are sized to about PAGE_BYTES of values by the page before.
-FIRST_PAGE = 500
+#: Records per page: the first page (small: records may be as large as the topic allows,
+#: a megabyte by default), and the most of any page (read_limits caps a read at 10,000);
+#: later pages are sized to about PAGE_BYTES of values by the page before.
+FIRST_PAGE = 16
 MAX_PAGE = 5_000
 PAGE_BYTES = 4 * 1024 * 1024
 

@@ -32,7 +32,7 @@ from ..support.spark import duplicates
 from ..support.spark_cluster import StandaloneCluster
 
 #: JVMs and an executor's replacement take their time on a loaded machine.
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.spark_cluster]
 
 #: Rows per input file (one Spark partition each), and the row at which attempt 0 of
 #: partition 0 waits to be killed: far enough in that the rows before it have passed the

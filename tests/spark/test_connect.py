@@ -32,7 +32,7 @@ from ..support.spark import duplicates
 from ..support.spark_cluster import ConnectServer
 
 #: JVMs and query restarts take their time on a loaded machine.
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.spark_cluster]
 
 #: Rows per input file; each file is a Spark partition of the batch.
 PER_FILE = 300

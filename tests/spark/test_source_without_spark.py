@@ -19,6 +19,7 @@ from fencing.spark.plan import (
     parse_options,
     plan_ranges,
 )
+from fencing.spark.scan import FIRST_PAGE, PAGE_BYTES, ScanConfig, read_records
 
 STATE = TopicState("orders", "t1", [PartitionState("a", 0, 250), PartitionState("b", 10, 20)])
 
@@ -152,3 +153,19 @@ def test_register_refuses_a_python_without_pyarrow(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     with pytest.raises(fencing.ConfigurationError, match="needs pyarrow"):
         fencing.spark.register(object())
+
+
+def test_a_task_reads_large_records_in_small_pages(
+    client: fencing.Client, server: Any, namespace: str
+) -> None:
+    topic = client.topic("big", partitions=1)
+    big = 512 * 1024
+    with topic.producer() as producer:
+        for i in range(48):
+            producer.send(bytes([i]) * big)
+    inc = fencing.spark.plan.read_topic(client, "big").partitions[0].incarnation
+    config = ScanConfig(server.url, namespace, "big", fail_on_trim=True)
+    pages = list(read_records(config, Range(0, 0, 48, inc)))
+    assert len(pages[0]) == FIRST_PAGE
+    assert all(sum(len(r.value) for r in page) <= 2 * PAGE_BYTES for page in pages)
+    assert [r.offset for page in pages for r in page] == list(range(48))

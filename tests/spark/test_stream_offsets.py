@@ -86,20 +86,28 @@ def test_records_trimmed_before_the_query_read_them_fail_unless_told_to_skip() -
 
 @pytest.mark.parametrize(
     "bad",
-    [{"0": 3}, {"offsets": {"0": 3}}, {"offsets": {"0": "x"}, "incarnations": {"0": "a"}}],
+    [
+        {"0": 3},
+        {"offsets": {"0": 3}},
+        {"offsets": {"0": "x"}, "incarnations": {"0": "a"}},
+        {"offsets": {"0": "2"}, "incarnations": {"0": "a"}},
+        {"offsets": {"0": -3}, "incarnations": {"0": "a"}},
+        {"offsets": {"0": 1.5}, "incarnations": {"0": "a"}},
+        {"offsets": {"0": True}, "incarnations": {"0": "a"}},
+        {"offsets": {"0": 3}, "incarnations": {"0": ""}},
+        {"offsets": [3], "incarnations": ["a"]},
+    ],
 )
 def test_a_checkpoint_offset_of_another_source_is_refused(bad: dict[str, object]) -> None:
     with pytest.raises(InvalidArgument, match="not an offset of the fencing source"):
         next_offsets(bad, state((0, 3)))
 
 
-def test_a_batch_is_split_into_ranges_of_at_most_per_task_offsets() -> None:
-    got = stream_ranges(at(0, 5), at(7, 5), per_task=3)
-    assert [(r.partition, r.start, r.end, r.incarnation) for r in got] == [
-        (0, 0, 3, "a"),
-        (0, 3, 6, "a"),
-        (0, 6, 7, "a"),
-    ]
+def test_a_batch_reads_each_partition_in_one_task_whatever_its_size() -> None:
+    # One task a partition: its records reach a sink downstream in offset order (a key's
+    # records stay in order), however large the batch.
+    got = stream_ranges(at(0, 5), at(700_000, 5))
+    assert [(r.partition, r.start, r.end, r.incarnation) for r in got] == [(0, 0, 700_000, "a")]
     with pytest.raises(StateLost):
         stream_ranges(at(0, 5), at(7, 5, incs="ax"))
 
@@ -122,3 +130,17 @@ def test_the_limit_is_shared_fairly_never_exceeded_and_always_progresses(
     # by the one record that rounding moves.
     for t, (_, n) in zip(taken, backlog, strict=True):
         assert t == n or all(t + 1 >= u for u in taken)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"maxRecordsPerTrigger": "\u00b2"},
+        {"maxRecordsPerTrigger": "\u0663"},
+        {"startingOffsets": '{"\u00b9": 0}'},
+        {"endingOffsets": '{"\u0663": 0}'},
+    ],
+)
+def test_numbers_in_options_are_ascii_digits(options: dict[str, str]) -> None:
+    with pytest.raises(InvalidArgument):
+        parse_options({"topic": "orders", **options})

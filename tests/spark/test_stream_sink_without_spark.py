@@ -3,10 +3,14 @@ every refusal names what to do, before anything is written."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 pytest.importorskip("pyspark", reason="the spark extra is not installed")
+pytest.importorskip("pyarrow", reason="the spark extra is not installed")
 
+import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -18,9 +22,21 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from fencing import InvalidArgument, InvalidArgumentType
-from fencing.spark.datasink import layout_of, parse_sink_options
+import fencing
+from fencing import InvalidArgument, InvalidArgumentType, NondeterministicBatch
+from fencing._protocol.sink import Lineage
+from fencing.spark.datasink import (
+    FencingBatchWriter,
+    FencingCommitMessage,
+    FencingStreamWriter,
+    layout_of,
+    parse_sink_options,
+    write_task,
+)
 from fencing.spark.rows import encode_row
+from fencing.spark.writer import SinkConfig, begin_batch
+
+from ..support.logs import read_records
 
 
 def schema(**columns: object) -> StructType:
@@ -101,3 +117,51 @@ def test_bad_headers_are_refused_naming_the_row(headers: object, words: str) -> 
     layout = layout_of(schema(value=BinaryType(), headers=kafka))
     with pytest.raises(InvalidArgument, match=words):
         encode_row(layout, (b"v", headers), 0, 3, 4)
+
+
+def test_the_partition_count_is_ascii_digits() -> None:
+    for raw in ("\u00b2", "\u0663", "-1", "2.0"):
+        with pytest.raises(InvalidArgument, match="partitions must be"):
+            parse_sink_options({"topic": "events", "appId": "etl", "partitions": raw})
+
+
+def _config(server: Any, namespace: str) -> SinkConfig:
+    layout = layout_of(schema(value=BinaryType()))
+    return SinkConfig(server.url, namespace, "events", layout, 2, 1 << 20, 10.0)
+
+
+def test_saves_under_one_app_id_keep_their_own_dedupe_state(
+    client: fencing.Client, server: Any, namespace: str
+) -> None:
+    client.topic("events", partitions=1).open()
+    config = _config(server, namespace)
+    options = parse_sink_options({"topic": "events", "appId": "backfill"})
+    a, b = FencingBatchWriter(config, options), FencingBatchWriter(config, options)
+    assert a.lineage.app_id != b.lineage.app_id
+    assert a.lineage.app_id.startswith("backfill.w")
+    rows = pa.record_batch({"value": [b"a0", b"a1", b"a2"]})
+    # Save A's task writes a chunk and fails; save B (the same appId) writes; A's retry
+    # skips what its first attempt wrote.
+    write_task(config, a.lineage, True, 0, iter([rows.slice(0, 2)]))
+    write_task(config, b.lineage, True, 0, iter([pa.record_batch({"value": [b"b0"]})]))
+    retried = write_task(config, a.lineage, True, 0, iter([rows]))
+    assert (retried.written, retried.skipped) == (1, 2)
+    assert [r.value for r in read_records(client, "events", 0)] == [b"a0", b"a1", b"b0", b"a2"]
+
+
+def test_a_commit_with_fewer_spark_partitions_than_an_earlier_attempt_wrote_is_refused(
+    client: fencing.Client, server: Any, namespace: str
+) -> None:
+    client.topic("events", partitions=1).open()
+    config = _config(server, namespace)
+    options = parse_sink_options({"topic": "events", "appId": "copy"})
+    lineage = Lineage("copy", "q", 0, 0)
+    # An earlier attempt of batch 0 had 4 Spark partitions: partition 3 wrote its rows.
+    write_task(config, lineage, False, 3, iter([pa.record_batch({"value": [b"x"]})]))
+    writer = FencingStreamWriter(config, options)
+    replay = [FencingCommitMessage("q", 0, sp) for sp in (0, 1)]  # the replay has 2
+    with pytest.raises(NondeterministicBatch, match="wrote rows from Spark partition 3"):
+        writer.commit(list(replay), 0)
+    # Not finished: the batch is begun, not done.
+    begun = begin_batch(client.topic("events"), lineage, new_lineage=False)
+    assert [x.status for x in begun] == ["replay"]
