@@ -212,7 +212,7 @@ class FencingReader(DataSourceReader):
 
 class FencingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The stream of a topic: every micro-batch reads the offsets ``[start, end)`` that
-    Spark's checkpoint holds, one Spark partition per range.
+    Spark's checkpoint holds, one Spark task per topic partition (in offset order).
 
     Spark keeps this object on the driver for the query's life (its offset calls read the
     topic with plain commands, nothing written); its tasks receive a copy for
