@@ -61,7 +61,8 @@ def _decoded_int(what: str, value: object) -> int:
 def _incarnations(values: object) -> dict[int, str]:
     if not isinstance(values, Mapping):
         raise InvalidArgumentType(
-            f"ProducerState incarnations must map partitions to str, got {type(values).__name__}"
+            "ProducerState incarnations must map partitions to str, got "
+            f"{type(values).__name__}"
         )
     out: dict[int, str] = {}
     for p, inc in values.items():

@@ -37,7 +37,6 @@ def check_expected_offset(expected_offset: object) -> None:
             f"reach ({MAX_OFFSET})"
         )
 
-
 MIN_TTL = 0.05
 MAX_TTL = 7 * 24 * 3600.0
 #: A waiting claim tries again at least this often (seconds), even while the holder's lease

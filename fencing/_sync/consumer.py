@@ -165,7 +165,9 @@ class Consumer(ProcessBound):
         for p, pk in self._keys.items():
             row = topic.context.keys.ownership(self.group, self._resources[p])
             with contextlib.suppress(FencingError):  # best effort: the row is free anyway
-                topic.driver().execute(protocol.consumer.forget(pk, self.group, row), topic.budget)
+                topic.driver().execute(
+                    protocol.consumer.forget(pk, self.group, row), topic.budget
+                )
 
     # -- public ------------------------------------------------------------------------------
 

@@ -358,7 +358,9 @@ class Driver:
                         arrived = maybe_applied and (
                             time.monotonic() - started >= call.resent_after
                         )
-                        return self.execute_once(call, durability, resent=True, arrived=arrived)
+                        return self.execute_once(
+                            call, durability, resent=True, arrived=arrived
+                        )
                     except TRANSIENT_ERRORS as exc:
                         maybe_applied = may_have_arrived(call, exc) or maybe_applied
                         raise

@@ -376,7 +376,9 @@ class GrantedCalls:
         self._budget = budget
         self._durability = durability
 
-    def call(self, resource: str, build: Callable[[Target, Grant], protocol.ScriptCall[T]]) -> T:
+    def call(
+        self, resource: str, build: Callable[[Target, Grant], protocol.ScriptCall[T]]
+    ) -> T:
         """Run the call ``build(target, grant)`` makes with the grant held on ``resource``.
         A grant lost before raises its loss, with no I/O (and ``build`` is not called)."""
         holdings, driver = self._holdings, self._driver

@@ -503,7 +503,9 @@ class Producer(ProcessBound):
                     raise
             return result
 
-    def _fenced_call(self, partition: int, build: Callable[[Writer], protocol.ScriptCall[T]]) -> T:
+    def _fenced_call(
+        self, partition: int, build: Callable[[Writer], protocol.ScriptCall[T]]
+    ) -> T:
         """Run a call fenced by this producer's standing on ``partition`` (the Spark sink's
         appends), holding the partition; a fence ends the producer as for a send."""
         status = self._status

@@ -96,7 +96,9 @@ class Calls:
         self._context = context
         self.budget = budget
 
-    def execute(self, call: protocol.ScriptCall[T], durability: Durability | None = None) -> T:
+    def execute(
+        self, call: protocol.ScriptCall[T], durability: Durability | None = None
+    ) -> T:
         """Run ``call`` (waiting for ``durability`` after it, if given)."""
         budget = self.budget
         return self._context.driver(budget.timeout).execute(call, budget, durability)

@@ -25,6 +25,7 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+
 _MAIN_EPILOG = """\
 commands, one example each:
   fencing status                            topics, elections and consumer groups (with lag)

@@ -24,6 +24,7 @@ from fencing.verify import Attempt, verify_log
 PARTITIONS = 6
 
 
+
 def master_with_a_replica(cluster: EmbeddedCluster, keys: list[str]) -> int:
     """The index in ``cluster.nodes`` of a live master that serves one of ``keys`` and has a
     live replica to take over, as the live nodes say now (an earlier run's failover left

@@ -48,6 +48,7 @@ pytestmark = pytest.mark.skipif(
 LOST = (fencing.StateLost, fencing.Fenced, fencing.LeaseExpired)
 
 
+
 @pytest.fixture(params=["sync", "async"])
 def flavor(request: pytest.FixtureRequest, own_cluster: EmbeddedCluster) -> Iterator[Api]:
     """Clients of one flavour on the module's cluster (closed by the conftest's hook)."""

@@ -375,7 +375,7 @@ def test_a_consumer_that_fails_to_open_after_its_claim_landed_leaves_the_partiti
 def test_a_blocking_poll_returns_nothing_appended_after_its_member_was_superseded(
     client: Client, raw: redis.Redis
 ) -> None:
-    """ "Every poll first checks the grants by server time, so a member that was paused and
+    """"Every poll first checks the grants by server time, so a member that was paused and
     superseded finds out there, never by reading on."
 
     A poll(block_ms=...) that was blocking when another member took the partition over (and this

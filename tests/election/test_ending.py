@@ -335,7 +335,6 @@ def _check_takeover(events: list[tuple[float, str]]) -> None:
     """A's on_revoked ran at once on the takeover (an involuntary loss), well before its
     on_elected returned, also while a close() waited for that on_elected. (An operator's
     forced release does not wait for the old leader: B may be elected in between.)"""
-
     def at(prefix: str) -> float:
         return next(ts for ts, e in events if e.startswith(prefix))
 

@@ -21,7 +21,6 @@ from ..support.keys import snapshot
 GROUP = "jobs"
 HELD = "orders/0"
 
-
 @pytest.fixture
 def owner(client: Client) -> Ownership:
     """A handle holding one grant, so there is state that a bad call could damage."""

@@ -25,7 +25,9 @@ def run_user_pytest(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m pytest <args>`` in ``folder``, with this repository importable, none of
     this run's FENCING_* or PYTEST_* variables (the user's run sets its own), then ``env``."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("FENCING_", "PYTEST_"))}
+    environ = {
+        k: v for k, v in os.environ.items() if not k.startswith(("FENCING_", "PYTEST_"))
+    }
     environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environ.get("PYTHONPATH")]))
     environ.update(env or {})
     return subprocess.run(
