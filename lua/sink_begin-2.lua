@@ -10,10 +10,11 @@
   ARGV[4]  npart        the batch's Spark partition count (0: not known to the caller)
   ARGV[5]  new_lineage  '1': a query id other than the stored one starts a new lineage
 
-  Returns {status, stored_query, stored_batch, rows}: status 'fresh' (a new batch: the
+  Returns {status, stored_query, stored_batch, rows, previous}: status 'fresh' (a new batch: the
     previous batch's state is dropped), 'replay' (this batch was begun before and did not
     finish: executors deduplicate), 'done' (this batch finished before: nothing to write;
-    rows is what it wrote here), 'lineage' (a new lineage replaced stored_query).
+    rows is what it wrote here), 'lineage' (a new lineage replaced stored_query);
+    previous is the query id the caller's lineage took over from here ('' if none).
   Errors: SINK_LINEAGE (another query id owns the app id here: a reset checkpoint),
     SINK_PARTITIONING (a replay with another Spark partition count), SINK_STALE (a batch
     below the last one begun, not known finished), TOPIC_DELETING, STATE_LOST, WRONG_TYPE,
@@ -40,20 +41,22 @@ s, bad = load_sink(key)
 if bad then return bad end
 
 local status = 'fresh'
+local previous = s.p or ''
 if s.q and s.q ~= query then
   if new_lineage ~= '1' then
     return fail(E.SINK_LINEAGE, s.q, s.b, s.c)
   end
   status = 'lineage'
+  previous = s.q
 elseif s.q then
   if batch == s.c then
-    return {'done', s.q, s.b, s.r}
+    return {'done', s.q, s.b, s.r, previous}
   end
   if batch == s.b then
     if npart ~= s.n then
       return fail(E.SINK_PARTITIONING, batch, s.n, npart)
     end
-    return {'replay', s.q, s.b, 0}
+    return {'replay', s.q, s.b, 0, previous}
   end
   if batch < s.b then
     return fail(E.SINK_STALE, s.q, s.b, batch)
@@ -61,4 +64,7 @@ elseif s.q then
 end
 redis.call('DEL', key)
 redis.call('HSET', key, 'q', query, 'b', batch, 'n', npart)
-return {status, s.q or '', s.b, 0}
+if previous ~= '' then
+  redis.call('HSET', key, 'p', previous)
+end
+return {status, s.q or '', s.b, 0, previous}

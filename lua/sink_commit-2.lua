@@ -36,5 +36,8 @@ if s.c ~= batch then
   local n = s.n
   redis.call('DEL', key)
   redis.call('HSET', key, 'q', query, 'b', batch, 'n', n, 'c', batch, 'r', rows)
+  if s.p then
+    redis.call('HSET', key, 'p', s.p)
+  end
 end
 return 1

@@ -61,12 +61,14 @@ class Lineage:
 class Begun:
     """A sink_begin reply: ``status`` is ``fresh``, ``lineage`` (a new lineage replaced
     ``stored_query``), ``replay`` (begun before, not finished) or ``done`` (finished before:
-    ``rows`` were written to this partition)."""
+    ``rows`` were written to this partition). ``previous`` is the query id the caller's
+    lineage took over from on this partition ('' if it took over none)."""
 
     status: str
     stored_query: str
     stored_batch: int
     rows: int
+    previous: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +166,8 @@ def begin(
     """Begin (or replay) a micro-batch on one partition."""
 
     def parse(reply: list[Any]) -> Begun:
-        status, query, batch, rows = reply
-        return Begun(text(status), text(query), int(batch), int(rows))
+        status, query, batch, rows, previous = reply
+        return Begun(text(status), text(query), int(batch), int(rows), text(previous))
 
     return ScriptCall(
         script=script("sink_begin"),

@@ -263,7 +263,14 @@ def begin_batch(topic: Topic, lineage: Lineage, *, new_lineage: bool) -> list[Be
         except CheckpointReset as exc:
             refused[t] = exc
     if refused:
-        if not any(b.stored_query == lineage.query_id for b in found.values()):
+        # Ours on some partitions, another query's on others: this query's new lineage
+        # died between partitions only if the others still hold the query it took over
+        # from. Otherwise another query took this app id over since: refused.
+        took_over_from = {
+            b.previous for b in found.values() if b.stored_query == lineage.query_id and b.previous
+        }
+        holders = _holders(topic, lineage, sorted(refused))
+        if not took_over_from or not set(holders.values()) <= took_over_from:
             raise next(iter(refused.values()))
         log.warning(
             "redis-fencing spark sink: app_id %r: query %s began a new lineage on some "
@@ -275,6 +282,24 @@ def begin_batch(topic: Topic, lineage: Lineage, *, new_lineage: bool) -> list[Be
         for t in refused:
             found[t] = begin(t, True)
     return [found[t] for t in range(topic.partitions)]
+
+
+def _holders(topic: Topic, lineage: Lineage, partitions: list[int]) -> dict[int, str]:
+    """The query id that holds ``lineage``'s app id on each of ``partitions``."""
+    meta = metadata_of(topic)
+    keys = [meta.partition_keys(t).sink(lineage.app_id) for t in partitions]
+    call = protocol.base.ReadCall(
+        commands=tuple(("HGET", k, "q") for k in keys),
+        parse=lambda replies: {
+            t: (r.decode() if isinstance(r, bytes) else str(r))
+            for t, r in zip(partitions, replies, strict=True)
+        },
+    )
+    context = meta.context
+    holders: dict[int, str] = context.driver(context.settings.socket_timeout).read(
+        call, context.budget_default()
+    )
+    return holders
 
 
 def stored_points(config: SinkConfig, lineage: Lineage, spark_partition: int) -> dict[int, str]:

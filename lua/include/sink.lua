@@ -10,6 +10,9 @@
     n   the Spark partition count of batch b at its first attempt
     c   the last batch id whose write finished ('' none): a replay of it writes nothing
     r   rows batch c wrote to this partition (or found written)
+    p   the query id this lineage took over from here (new_lineage), if it did: a query
+        that finds its lineage on some partitions and another on others completes its own
+        only where the other is the one it took over from
     s<i>  for Spark partition i of batch b: "<hw> <hh>", the highest row index of that
         partition written here and the chain hash of its rows routed here up to it
   A new batch drops the previous batch's s<i> fields: Spark begins batch b + 1 only after it
@@ -18,10 +21,10 @@
 --- @include "common"
 
 local function load_sink(key)
-  local v, bad = read_checked('HMGET', key, 'q', 'b', 'n', 'c', 'r')
+  local v, bad = read_checked('HMGET', key, 'q', 'b', 'n', 'c', 'r', 'p')
   if bad then
     return nil, bad
   end
   return {q = v[1], b = tonumber(v[2] or '-1'), n = tonumber(v[3] or '-1'),
-    c = tonumber(v[4] or '-1'), r = tonumber(v[5] or '0')}
+    c = tonumber(v[4] or '-1'), r = tonumber(v[5] or '0'), p = v[6]}
 end

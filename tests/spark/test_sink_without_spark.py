@@ -229,6 +229,38 @@ def test_new_lineage_interrupted_between_begins_is_not_refused_on_restart(
     sink.close()
 
 
+def test_a_query_whose_app_id_another_query_took_over_on_some_partitions_is_refused(
+    client: fencing.Client, server: ServerInfo
+) -> None:
+    # Query q1 holds the app id on both partitions; q2 (new_lineage) has taken partition 0
+    # over and not yet partition 1. q1's next begin must not take partition 0 back: only a
+    # query that itself took over from the other completes its lineage.
+    topic = client.topic("t", 2).open()
+    meta = metadata_of(topic)
+
+    def begin(lineage: Lineage, t: int, new: bool) -> Any:
+        return execute(
+            client,
+            protocol.sink.begin(
+                meta.partition_keys(t), lineage, incarnation=meta.incarnation_of(t), new_lineage=new
+            ),
+        )
+
+    q1 = Lineage("app", "q1", 0, 1)
+    for t in range(2):
+        begin(q1, t, False)
+    q2 = Lineage("app", "q2", 0, 1)
+    taken = begin(q2, 0, True)
+    assert (taken.status, taken.previous) == ("lineage", "q1")
+    sink = ForeachBatchSink(server.url, "t", "app", namespace=client.namespace)
+    with pytest.raises(fencing.CheckpointReset, match="belongs to streaming query q2"):
+        sink._begin(sink._open_topic(), q1)
+    # q2 itself, restarted without the flag, completes its lineage on partition 1.
+    got = sink._begin(sink._open_topic(), q2)
+    assert [(g.status, g.previous) for g in got] == [("replay", "q1"), ("lineage", "q1")]
+    sink.close()
+
+
 def test_a_task_that_found_its_topic_gone_is_raised_as_unknown_topic() -> None:
     """A task's UnknownTopic (the topic deleted, forced, while the batch ran) reaches the
     driver as itself, naming the topic, like any bad-input error met in a task (Spark's
