@@ -21,6 +21,7 @@ from fencing.embedded import EmbeddedServer
 
 from ..conftest import ServerInfo
 from ..support.flavours import Api
+from ..support.polling import wait_until
 
 
 @dataclass
@@ -178,6 +179,36 @@ def valkey_pair() -> Iterator[tuple[EmbeddedServer, EmbeddedServer]]:
         yield master, replica
 
 
+def send_replicated(producer: fencing.Producer, master: EmbeddedServer, value: bytes) -> None:
+    """Send ``value`` to partition 0 and see the replica acknowledge it, however slow the
+    machine: the handle's own wait (half its request timeout) can end before a busy
+    replica's acknowledgement; the record then settles once the replica has caught up with
+    what the master had when the send returned, and nothing stays pending."""
+    try:
+        producer.send(value, partition=0)
+    except fencing.NotEnoughReplicas:
+        pass
+    else:
+        return
+    with redis.Redis(port=master.port, decode_responses=True) as m:
+        written = m.info("replication")["master_repl_offset"]
+
+        def caught_up() -> bool:
+            slave = m.info("replication").get("slave0")
+            return isinstance(slave, dict) and slave["offset"] >= written
+
+        wait_until(caught_up, timeout=15.0, interval=0.05, what="the replica caught up")
+
+    def settled() -> bool:
+        try:
+            producer.resolve(0)  # the record landed: its metadata, or None once settled
+        except fencing.NotEnoughReplicas:
+            return False
+        return True
+
+    wait_until(settled, timeout=15.0, interval=0.05, what="the warm-up send settled")
+
+
 def test_a_deduplicated_retry_is_not_reported_replicated(
     valkey_pair: tuple[EmbeddedServer, EmbeddedServer],
 ) -> None:
@@ -190,7 +221,7 @@ def test_a_deduplicated_retry_is_not_reported_replicated(
     master, replica = valkey_pair
     client = fencing.Client.from_url(master.url, namespace="dup")
     producer = client.topic("t", partitions=1).producer(lease_ttl=4.0, acks="replicated")
-    producer.send(b"warm", partition=0)
+    send_replicated(producer, master, b"warm")
     os.kill(replica.process.pid, signal.SIGSTOP)
     sleeper = threading.Thread(
         target=lambda: redis.Redis(port=master.port).execute_command("DEBUG", "SLEEP", 1.2)
@@ -225,7 +256,7 @@ def test_resolve_after_not_enough_replicas_still_waits(
     master, replica = valkey_pair
     client = fencing.Client.from_url(master.url, namespace="res")
     producer = client.topic("t", partitions=1).producer(lease_ttl=4.0, acks="replicated")
-    producer.send(b"warm", partition=0)
+    send_replicated(producer, master, b"warm")
     os.kill(replica.process.pid, signal.SIGSTOP)
     try:
         with pytest.raises(fencing.NotEnoughReplicas):

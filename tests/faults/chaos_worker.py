@@ -281,10 +281,12 @@ class Worker:
         producer = self.open(self.log, topic, mode, name=name, where="free")
         if producer is None:
             return
+        # A fork worker forks at its first exclusive session (so every run forks at least
+        # once, however the faults cut its life short), then at half of them.
         fork_now = (
             self.cfg.fork
             and mode is not AccessMode.SHARED
-            and self.rng.random() < 0.5
+            and (self.forks == 0 or self.rng.random() < 0.5)
             and not self.stopping()
         )
         me = os.getpid()

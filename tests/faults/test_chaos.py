@@ -58,6 +58,7 @@ from ..conftest import ServerInfo
 from ..support.clock import server_ms, wait_server_past
 from ..support.fleet import Fleet, Worker
 from ..support.logs import read_values
+from ..support.polling import wait_until
 from ..support.wire import APPEND
 from .chaos_worker import JOB_BATCH
 
@@ -138,6 +139,17 @@ def events(directory: Path) -> list[dict[str, Any]]:
             ev["src"] = path.stem
             out.append(ev)
     return out
+
+
+def seen_events(directory: Path) -> set[str]:
+    """The kinds of event logged so far, read while workers still write (a line being
+    written is not read yet)."""
+    kinds: set[str] = set()
+    for path in directory.glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                kinds.add(json.loads(line)["ev"])
+    return kinds
 
 
 def attempts_of(evs: list[dict[str, Any]], topic: str) -> list[Attempt]:
@@ -313,6 +325,15 @@ def test_chaos(server: ServerInfo, namespace: str, raw: redis.Redis, tmp_path: P
             wait_started(group, [group.spawn(role) for role in roles])
             chaos = Chaos(group, proxy, raw, seed)
             chaos.run()
+            # The fork worker may have been killed or paused through all of the chaos: give
+            # it the time to fork once (and its child to try the parent's producer) before
+            # the stop.
+            wait_until(
+                lambda: {"fork", "child_parent_send"} <= seen_events(tmp_path),
+                timeout=30.0,
+                interval=0.1,
+                what="a fork worker forked and its child tried the parent's producer",
+            )
 
             # Stop: every worker ends its session, closes its producer and exits 0.
             (tmp_path / "stop").touch()
