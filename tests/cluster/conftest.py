@@ -1,5 +1,6 @@
 """A real local Redis Cluster per server kind (3 masters, 3 replicas, from the same binaries
-as the rest of the suite), and the both-flavour behaviour suite run on it.
+as the rest of the suite; Redis 8 for the tests marked ``server_specific``), and the both-flavour
+behaviour suite run on it.
 
 ``FENCING_TEST_CLUSTER_URL`` (``redis+cluster://host:port``) points these tests at an
 external cluster instead.
@@ -14,17 +15,18 @@ import pytest
 
 from fencing.embedded import EmbeddedCluster
 
-from ..conftest import KINDS, ServerInfo
+from ..conftest import ALL_KINDS, ServerInfo, require_binary
 
 EXTERNAL_CLUSTER = os.environ.get("FENCING_TEST_CLUSTER_URL")
 
 
-@pytest.fixture(scope="session", params=["external"] if EXTERNAL_CLUSTER else KINDS)
+@pytest.fixture(scope="session", params=["external"] if EXTERNAL_CLUSTER else ALL_KINDS)
 def cluster(request: pytest.FixtureRequest) -> Iterator[EmbeddedCluster | None]:
     """One cluster of each kind for the whole session."""
     if request.param == "external":
         yield None
         return
+    require_binary(request.param)
     with EmbeddedCluster.start(request.param) as made:
         yield made
 

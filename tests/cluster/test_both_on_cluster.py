@@ -7,4 +7,9 @@ fixtures, whose ``server`` is a cluster. The proxy tests skip (the proxy fronts 
 
 from __future__ import annotations
 
+import pytest
+
 from ..support.flavoured import *  # noqa: F403
+
+#: Also on Redis 8: CLUSTER replies and sharded pub/sub.
+pytestmark = pytest.mark.server_specific

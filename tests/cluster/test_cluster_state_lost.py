@@ -15,6 +15,9 @@ from fencing.embedded import EmbeddedCluster
 
 from ..support.flavours import Api
 
+#: Also on Redis 8: FLUSHALL on every primary of a Redis 8 cluster.
+pytestmark = pytest.mark.server_specific
+
 LOST = (fencing.StateLost, fencing.Fenced, fencing.LeaseExpired)
 
 

@@ -46,10 +46,14 @@ from ..support.polling import wait_until
 from ..support.pubsub import Inbox
 from ..support.threads import in_thread
 
-pytestmark = pytest.mark.skipif(
-    bool(os.environ.get("FENCING_TEST_CLUSTER_URL")),
-    reason="reads every node of a cluster the suite starts (and kills a master of its own)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        bool(os.environ.get("FENCING_TEST_CLUSTER_URL")),
+        reason="reads every node of a cluster the suite starts (and kills a master of its own)",
+    ),
+    # Also on Redis 8: sharded pub/sub (SSUBSCRIBE, SPUBLISH from scripts) is the server's.
+    pytest.mark.server_specific,
+]
 
 #: Polls far longer than any test here: a waiter that gets through was woken by a message.
 LONG_POLL = 60.0

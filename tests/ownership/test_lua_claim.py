@@ -14,6 +14,9 @@ from fencing._lua_loader import script
 from tests.support.clock import server_ms, wait_server_past
 from tests.support.pubsub import next_message
 
+#: Also on Redis 8: the script against the server (script flags, error replies, pub/sub).
+pytestmark = pytest.mark.server_specific
+
 TTL = 10_000
 SESSION_CH = "sess:"
 

