@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import redis.exceptions
 
 from .. import _forks as forks
-from .._durability import Durability
+from .._durability import Durability, fsync_refusal
 from .._keys import Keys
 from .._retry import TRANSIENT_ERRORS, RetryBudget
 from .._runtime.tasks import cluster as runtime_cluster
@@ -78,8 +78,8 @@ class Context:
         )
         self._safe_lock = runtime.io_lock()
         self._safe_checked = False
-        #: The acks levels this server was checked for (:meth:`check_durability`).
-        self._durable_ok: set[str] = set()
+        #: The durabilities this server was checked for (:meth:`check_durability`).
+        self._durable_ok: set[Durability] = set()
         forks.register(self)
 
     def _after_fork_in_child(self) -> None:
@@ -141,9 +141,13 @@ class Context:
             self._safe_checked = True
 
     async def check_durability(self, durability: Durability) -> None:
-        """Refuse at open an ``acks`` this server cannot give (``fsync`` needs WAITAOF,
-        Redis/Valkey 7.2+, and ``appendonly yes``), once per client and level."""
-        if durability.acks != "fsync" or durability.acks in self._durable_ok:
+        """Refuse at open an ``acks`` this server cannot give, once per client and durability:
+        ``fsync`` needs WAITAOF (Redis/Valkey 7.2+), ``appendonly yes``, and an
+        ``appendfsync`` whose fsync the handle's wait can see (:func:`fsync_refusal`):
+        ``always``; ``everysec`` on Valkey (it fsyncs for a waiting WAITAOF), or on Redis with
+        a wait of over a second (Redis answers only at its once-a-second fsync); never
+        ``no`` (the server leaves the fsync to the operating system: no wait confirms one)."""
+        if durability.acks != "fsync" or durability in self._durable_ok:
             return
         budget = self.budget_default()
         r = self.driver(budget.timeout).redis
@@ -154,6 +158,8 @@ class Context:
             except redis.exceptions.ResponseError:
                 has_waitaof = False
             appendonly = await _config_values(r, "appendonly")
+            appendfsync = await _config_values(r, "appendfsync")
+            on_demand = all("valkey_version" in info for info in await _server_infos(r))
         except _UNREACHABLE as exc:
             raise Unavailable(f"cannot reach Redis to check acks='fsync': {exc}") from exc
         if not has_waitaof:
@@ -166,10 +172,14 @@ class Context:
                 continue
             raise ConfigurationError(
                 f"acks='fsync' needs the append-only file: the server{where} runs with "
-                f"appendonly {value!r}. Run CONFIG SET appendonly yes (and appendfsync as "
-                "you need), or use acks='replicated' or 'leader'"
+                f"appendonly {value!r}. Run CONFIG SET appendonly yes and CONFIG SET "
+                "appendfsync always, or use acks='replicated' or 'leader'"
             )
-        self._durable_ok.add(durability.acks)
+        for where, value in appendfsync.items():
+            refusal = fsync_refusal(value, durability.timeout_ms, on_demand=on_demand)
+            if refusal is not None:
+                raise ConfigurationError(f"acks='fsync': the server{where} {refusal}")
+        self._durable_ok.add(durability)
 
     # -- producer ids ------------------------------------------------------------------------
 
@@ -283,6 +293,16 @@ async def _config_values(r: Any, name: str) -> dict[str, str]:
     if _config_value(reply, name) is not None:  # one primary: its reply as is
         return {"": _text(_config_value(reply, name))}
     return {f" {node}": _text(_config_value(each, name)) for node, each in sorted(reply.items())}
+
+
+async def _server_infos(r: Any) -> list[dict[str, Any]]:
+    """INFO server of the server, or of every primary of a cluster."""
+    if not runtime_cluster.is_cluster(r):
+        return [await r.info("server")]
+    reply = await r.info("server", target_nodes=r.PRIMARIES)
+    if "redis_version" in reply:  # one primary: its reply as is
+        return [reply]
+    return [each for each in reply.values() if isinstance(each, dict)]
 
 
 def _config_value(reply: Any, name: str) -> Any:

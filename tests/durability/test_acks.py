@@ -23,6 +23,9 @@ from ..conftest import ServerInfo
 from ..support.flavours import Api
 from ..support.polling import wait_until
 
+#: Also on Redis 8: WAIT and WAITAOF (Redis 7.0 has no WAITAOF).
+pytestmark = pytest.mark.server_specific
+
 
 @dataclass
 class Pair:
@@ -127,23 +130,79 @@ async def test_a_replicated_claim_that_falls_short_is_not_held(api: Api, pair: P
     await owner.close()
 
 
+def has_waitaof(r: redis.Redis) -> bool:
+    try:
+        r.execute_command("WAITAOF", 0, 0, 0)
+    except redis.exceptions.ResponseError:
+        return False
+    return True
+
+
 async def test_fsync_needs_waitaof_and_the_append_only_file(api: Api, pair: Pair) -> None:
     topic = api.client(pair.primary.url).topic("t", partitions=1)
     r = redis.Redis(port=pair.primary.port, socket_timeout=5)
-    try:
-        r.execute_command("WAITAOF", 0, 0, 0)
-        has_waitaof = True
-    except redis.exceptions.ResponseError:
-        has_waitaof = False
+    waitaof = has_waitaof(r)
     with pytest.raises(
-        fencing.ConfigurationError, match="WAITAOF" if not has_waitaof else "appendonly"
+        fencing.ConfigurationError, match="WAITAOF" if not waitaof else "appendonly"
     ):
         await topic.producer(acks="fsync")
-    if has_waitaof:
+    if waitaof:
         r.config_set("appendonly", "yes")
+        r.config_set("appendfsync", "always")
         async with await topic.producer(acks="fsync") as producer:
             assert (await producer.send(b"durable")).offset == 0
     r.close()
+
+
+@pytest.fixture
+def aof_server(fresh_server: ServerInfo) -> Iterator[redis.Redis]:
+    """A server of the test's own with WAITAOF and the append-only file (``everysec``)."""
+    r = redis.Redis.from_url(fresh_server.url, socket_timeout=5)
+    if not has_waitaof(r):
+        r.close()
+        pytest.skip(f"{fresh_server.kind} here has no WAITAOF (Redis/Valkey 7.2+)")
+    r.config_set("appendonly", "yes")
+    assert r.config_get("appendfsync") == {"appendfsync": "everysec"}
+    yield r
+    r.close()
+
+
+async def test_fsync_under_appendfsync_everysec_on_redis_needs_a_wait_of_over_a_second(
+    api: Api, fresh_server: ServerInfo, aof_server: redis.Redis
+) -> None:
+    """Under ``appendfsync everysec`` Redis 8 answers ``WAITAOF 1 0`` only at its
+    once-a-second fsync (up to a second after the write), while Valkey 8 fsyncs at once for
+    a waiting WAITAOF: on Redis a handle whose wait is shorter is refused at open, saying
+    what to change; on Valkey it is confirmed; a handle that waits over a second is confirmed
+    on both."""
+    short = api.client(fresh_server.url)  # wait: half of min(2 s, 10 s / 8) = 595 ms
+    topic = short.topic("t", partitions=1)
+    if fresh_server.kind == "valkey":
+        async with await topic.producer(acks="fsync") as producer:
+            assert (await producer.send(b"at once")).offset == 0
+        return
+    with pytest.raises(fencing.ConfigurationError, match=r"appendfsync 'everysec'.* 595 ms"):
+        await topic.producer(acks="fsync")
+    with pytest.raises(fencing.ConfigurationError, match=r"appendfsync 'everysec'"):
+        await short.ownership("g", "a", acks="fsync").claim("r")
+    # (The socket step min(3 s, 24 s / 8), rounded down to its ladder: 2.83 s.)
+    patient = api.client(fresh_server.url, socket_timeout=3.0)
+    topic = patient.topic("t", partitions=1)
+    async with await topic.producer(acks="fsync", lease_ttl=24.0) as producer:
+        assert producer.durability.timeout_ms == 1414
+        offsets = [(await producer.send(f"v{i}".encode())).offset for i in range(2)]
+    assert offsets == [0, 1]
+
+
+async def test_fsync_under_appendfsync_no_is_refused(
+    api: Api, fresh_server: ServerInfo, aof_server: redis.Redis
+) -> None:
+    """Under ``appendfsync no`` the server never fsyncs itself and WAITAOF never confirms
+    one: acks='fsync' is refused at open, whatever the wait."""
+    aof_server.config_set("appendfsync", "no")
+    client = api.client(fresh_server.url, socket_timeout=3.0)
+    with pytest.raises(fencing.ConfigurationError, match=r"appendfsync 'no'.* no wait ever"):
+        await client.topic("t", partitions=1).producer(acks="fsync", lease_ttl=24.0)
 
 
 async def test_bad_acks_are_refused_before_any_io(api: Api) -> None:
