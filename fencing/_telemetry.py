@@ -45,6 +45,7 @@ it runs) and ``fencing.outcome``.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -181,9 +182,22 @@ def _make() -> Instruments:
         return _instruments
 
 
+#: Whether a TracerProvider was found set (it cannot be unset: the answer is kept).
+_tracing_on = False
+#: The API configures a provider from this variable on first use: then ask it every time.
+_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+
+
 def tracing() -> bool:
-    """Whether a TracerProvider was set (otherwise no span is started)."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    """Whether a TracerProvider was set (otherwise no span is started). Until one is, this
+    reads the API's global (a public call would read the environment on every send)."""
+    global _tracing_on  # noqa: PLW0603 - set once a provider is found
+    if _tracing_on:
+        return True
+    if not _FROM_ENVIRONMENT and getattr(trace, "_TRACER_PROVIDER", _tracing_on) is None:
+        return False
+    _tracing_on = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return _tracing_on
 
 
 def span(name: str, attributes: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
@@ -252,10 +266,12 @@ class PartitionMeter:
     """One partition's producer instruments, with their attributes built once (the send
     path builds no dictionary)."""
 
-    __slots__ = ("_by_outcome", "_instruments", "partition")
+    __slots__ = ("_by_outcome", "_instruments", "partition", "send_span")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.partition = partition_attributes(topic, partition)
+        #: The attributes a send's span starts with.
+        self.send_span = {**self.partition, SCRIPT: "append"}
         self._by_outcome: dict[str, dict[str, Any]] = {}
         self._instruments = instruments()
 

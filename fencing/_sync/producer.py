@@ -61,9 +61,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: The attributes of a send's span besides its partition's.
-_SEND_SPAN = {telemetry.SCRIPT: "append"}
-
 #: The arguments a producer is made with, handed to its parts then (see __setattr__).
 _SETTINGS = frozenset(
     {"access_mode", "name", "lease_ttl", "wait_timeout", "idempotent", "resume", "durability",
@@ -423,7 +420,7 @@ class Producer(ProcessBound):
         check_expected_offset(entry.expected_offset)
         meter = queue.standing.meter
         started = time.monotonic()
-        with telemetry.span("fencing.send", {**meter.partition, **_SEND_SPAN}) as span:
+        with telemetry.span("fencing.send", meter.send_span) as span:
             try:
                 answer = queue.submit(entry)
             except BaseException as exc:
