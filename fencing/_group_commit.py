@@ -33,6 +33,7 @@ class Entry:
         "abandoned",
         "checksum",
         "count",
+        "duplicate",
         "error",
         "event",
         "expected_offset",
@@ -70,6 +71,8 @@ class Entry:
         self.error: BaseException | None = None
         #: Its caller gave up (interrupted, cancelled) before it was taken: never sent.
         self.abandoned = False
+        #: Its records had landed before (a resend answered from the duplicate window).
+        self.duplicate = False
         #: Its caller is the one sending (it needs no wake-up).
         self.leading = False
         #: The next answered caller to wake once this one's caller is awake (a chain:

@@ -32,6 +32,7 @@ from .._protocol.ownership import Seen, Target
 from .._retry import RetryBudget
 from .._runtime.tasks import primitives as runtime
 from .._runtime.tasks.notify import Notifier, Subscription
+from .._telemetry import LeaseMeter
 from .._validate import RECHECK_INTERVAL
 from ..errors import (
     FencingError,
@@ -105,6 +106,7 @@ class Claims:
         holdings: Holdings,
         channels: SessionChannels,
         campaign: Campaign,
+        meter: LeaseMeter,
     ) -> None:
         self._session = session
         self._label = label
@@ -118,6 +120,7 @@ class Claims:
         self._holdings = holdings
         self._channels = channels
         self._campaign = campaign
+        self._meter = meter
 
     async def claim(
         self,
@@ -182,17 +185,26 @@ class Claims:
             self._campaign.last_claim_sent = time.monotonic()
             return await self._driver().execute(call, self._budget, self._durability)
 
+        meter = self._meter
         try:
             grant = await attempt()
-        except (OwnershipConflict, Unavailable):
+        except (OwnershipConflict, Unavailable) as exc:
+            meter.claimed("conflict" if isinstance(exc, OwnershipConflict) else "unavailable")
             # A waiting claim also waits out an outage (the same session claims again, so
             # one that landed unseen comes back "kept").
             if not wait:
                 raise
+            refused_at = time.monotonic()
             grant = await self._wait_for(target, attempt, deadline)
+            meter.handed_over(time.monotonic() - refused_at)
         except StateLost as exc:
+            meter.claimed("refused")
             self._holdings.state_lost(target.resource, exc)
             raise
+        except FencingError:
+            meter.claimed("refused")
+            raise
+        meter.claimed("granted" if grant.new else "kept")
         self._holdings.granted(grant)
         return grant
 

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from .. import _protocol as protocol
+from .. import _telemetry as telemetry
 from .._keys import validate_label
 from .._process import ProcessBound
 from .._record import Record
@@ -54,6 +55,11 @@ Start = int | str
 #: A blocking poll over several partitions waits on each in turn for this long (seconds).
 _MULTI_STEP = 0.05
 _ITER_BLOCK_MS = 1_000
+
+
+#: The attributes of a poll's and a commit's spans besides the consumer's.
+_POLL_SPAN = {telemetry.SCRIPT: "check"}
+_COMMIT_SPAN = {telemetry.SCRIPT: "commit"}
 
 
 def resource_of(topic: str, partition: int) -> str:
@@ -108,9 +114,16 @@ class Consumer(ProcessBound):
         #: How a commit runs fenced by this member's grant on its partition.
         self._calls = GrantedCalls()
         self._owner = Ownership(
-            meta.context, group, self.member_id, validate_ttl(ttl), acks=acks, _calls=self._calls
+            meta.context,
+            group,
+            self.member_id,
+            validate_ttl(ttl),
+            acks=acks,
+            _calls=self._calls,
+            _kind="consumer",
         )
         self.group = self._owner.group
+        self._attrs = {telemetry.TOPIC: topic.name, telemetry.GROUP: self.group}
         self.ttl = self._owner.ttl
         if not (isinstance(start, int) and not isinstance(start, bool)) and start not in (
             "committed",
@@ -191,6 +204,30 @@ class Consumer(ProcessBound):
         """
         count, block = read_limits(max_records, block_ms)
         self._ready()
+        with telemetry.span("fencing.poll", {**self._attrs, **_POLL_SPAN}) as span:
+            records = await self._poll(count, block)
+            span.set_attribute(telemetry.OUTCOME, "ok")
+            span.set_attribute("fencing.records", len(records))
+        self._observe(records)
+        return records
+
+    def _observe(self, records: list[Record]) -> None:
+        """Count a poll, its records per partition, and each partition's lag as the
+        poll's own replies told (no read of its own)."""
+        ins = telemetry.instruments()
+        ins.polls.add(1, self._attrs)
+        polled: dict[int, int] = {}
+        for record in records:
+            assert record.partition is not None
+            polled[record.partition] = polled.get(record.partition, 0) + 1
+        for p, reader in self._readers.items():
+            attrs: dict[str, str | int] = {**self._attrs, telemetry.PARTITION: p}
+            if p in polled:
+                ins.polled.add(polled[p], attrs)
+            if reader.last_next is not None:
+                ins.lag.set(max(0, reader.last_next - reader.position), attrs)
+
+    async def _poll(self, count: int, block: int) -> list[Record]:
         await self._check_all()
         records = await self._fetch(count)
         if records or block == 0:
@@ -243,8 +280,10 @@ class Consumer(ProcessBound):
             if not wanted:
                 raise InvalidArgument("offsets must not be empty: leave it None to commit all")
         done: dict[int, int] = {}
-        for p in sorted(wanted):
-            done[p] = await self._commit_one(p, wanted[p])
+        with telemetry.span("fencing.commit", {**self._attrs, **_COMMIT_SPAN}) as span:
+            for p in sorted(wanted):
+                done[p] = await self._commit_one(p, wanted[p])
+            span.set_attribute(telemetry.OUTCOME, "committed")
         return done
 
     async def _commit_one(self, p: int, offset: int) -> int:

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from .. import _protocol as protocol
+from .. import _telemetry as telemetry
 from .._durability import Durability
 from .._keys import ELECTION_GROUP, validate_label, validate_name
 from .._process import ProcessBound
@@ -155,7 +156,11 @@ class Election(ProcessBound, runtime.Ready):
         >>> leadership = await election.campaign()                 # doctest: +SKIP
         >>> await leadership.resign()                              # doctest: +SKIP
         """
-        return await self._win(timeout)
+        attrs = {telemetry.ELECTION: self.name, telemetry.SCRIPT: "claim"}
+        with telemetry.span("fencing.campaign", attrs) as span:
+            term = await self._win(timeout)
+            span.set_attribute(telemetry.OUTCOME, "won")
+        return term
 
     async def leader(self) -> LeaderInfo | None:
         """Who leads now by server time, or None (nobody, or the last lease lapsed).
@@ -324,6 +329,7 @@ class Election(ProcessBound, runtime.Ready):
             acks=self.acks,
             _allow_reserved=True,
             _campaign=campaign,
+            _kind="election",
         )
         ttl_ms = self._ttl_ms
         refresh: Task | None = None
@@ -375,6 +381,8 @@ class Election(ProcessBound, runtime.Ready):
                 ended=self._term_ended,
             ),
         )
+        won = {telemetry.ELECTION: self.name, telemetry.OUTCOME: "won"}
+        telemetry.instruments().terms.add(1, won)
         with self._lock:
             closed = self._closed.is_set()
             if not closed:

@@ -9,7 +9,7 @@ the handle's callers, its claims and the notifier thread may all touch it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from .. import _protocol as protocol
@@ -28,8 +28,12 @@ class Holdings:
     >>> holdings.held("orders/0")                # the grant, or why it was lost
     """
 
-    def __init__(self, keys: Keys, group: str) -> None:
+    def __init__(
+        self, keys: Keys, group: str, *, on_lost: Callable[[], None] | None = None
+    ) -> None:
         self.group = group
+        #: Called once per grant lost for good (a lease lost: counted by the handle).
+        self.on_lost = on_lost
         self._keys = keys
         self._lock = runtime.state_lock()
         self._targets: dict[str, Target] = {}
@@ -133,9 +137,12 @@ class Holdings:
     def lose(self, grant: Grant, exc: FencingError) -> None:
         """``grant`` is lost for good (``exc`` says why): drop it, unless replaced."""
         with self._lock:
-            if self._grants.get(grant.resource) == grant:
-                del self._grants[grant.resource]
-                self._lost[grant.resource] = exc
+            if self._grants.get(grant.resource) != grant:
+                return
+            del self._grants[grant.resource]
+            self._lost[grant.resource] = exc
+        if self.on_lost is not None:
+            self.on_lost()
 
     def update(self, grant: Grant, lease: protocol.ownership.Lease) -> Grant:
         """``grant`` with the lease a renew or check reported; held unless replaced."""

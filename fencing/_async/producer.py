@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .. import _group_commit as group_commit
 from .. import _protocol as protocol
+from .. import _telemetry as telemetry
 from .._durability import Durability
 from .._group_commit import Entry
 from .._keys import slot_of, validate_name
@@ -239,6 +240,7 @@ class Producer(ProcessBound):
         status = self._status
         if status.fenced is None:
             status.fenced = exc
+            self._lease.meter.lost()
         if self._renewal is not None:
             self._renewal.cancel()
         for queue in list(self._queues.values()):
@@ -414,7 +416,18 @@ class Producer(ProcessBound):
         self._check_process()
         queue = self._queue_of(partition)
         check_expected_offset(entry.expected_offset)
-        return await queue.submit(entry)
+        meter = queue.standing.meter
+        started = time.monotonic()
+        with telemetry.span("fencing.send", meter.send_span) as span:
+            try:
+                answer = await queue.submit(entry)
+            except BaseException as exc:
+                meter.send_took(time.monotonic() - started, telemetry.outcome_of(exc))
+                raise
+            outcome = "duplicate" if entry.duplicate else "written"
+            meter.send_took(time.monotonic() - started, outcome)
+            span.set_attribute(telemetry.OUTCOME, outcome)
+        return answer
 
     def _queue_of(self, partition: object) -> PartitionQueue:
         """The queue of ``partition`` (refused if the topic has no such partition)."""

@@ -56,6 +56,8 @@ class Reader:
         self._position = 0
         self._end: int | None = None
         self._closed = False
+        #: The partition's next offset as the last read's own reply told (None before).
+        self.last_next: int | None = None
 
     async def _start(self, start_offset: StartOffset, end_offset: EndOffset = None) -> None:
         """Place the reader at ``start_offset``, stopping before ``end_offset`` (made by
@@ -200,6 +202,7 @@ class Reader:
             )
         info = batch.partition
         assert info is not None
+        self.last_next = info.next_offset
         if self._position < info.start_offset or self._position > info.next_offset:
             raise protocol.topic.out_of_range(
                 self._pk, self._position, info.start_offset, info.next_offset

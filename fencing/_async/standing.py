@@ -20,6 +20,7 @@ from .._protocol.topic import Writer
 from .._record import RecordMetadata
 from .._retry import RetryBudget
 from .._runtime.tasks import primitives as runtime
+from .._telemetry import PartitionMeter
 from ..errors import FencingError
 from .context import Context
 
@@ -35,6 +36,7 @@ class Standing:
         "floor",
         "generation",
         "left",
+        "meter",
         "next_sequence",
         "pending",
         "pid",
@@ -69,6 +71,8 @@ class Standing:
         #: Set once this producer left the partition (closed or gave up opening).
         self.left = False
         self.errors = protocol.producer.producer_errors(pk)  # built once, not per send
+        #: The partition's producer instruments.
+        self.meter = PartitionMeter(pk.topic, pk.partition)
 
 
 class Status:

@@ -34,6 +34,7 @@ from .._protocol.ownership import Seen, Target
 from .._retry import RetryBudget
 from .._runtime.threads import primitives as runtime
 from .._runtime.threads.notify import Notifier, Subscription
+from .._telemetry import LeaseMeter
 from .._validate import RECHECK_INTERVAL
 from ..errors import (
     FencingError,
@@ -107,6 +108,7 @@ class Claims:
         holdings: Holdings,
         channels: SessionChannels,
         campaign: Campaign,
+        meter: LeaseMeter,
     ) -> None:
         self._session = session
         self._label = label
@@ -120,6 +122,7 @@ class Claims:
         self._holdings = holdings
         self._channels = channels
         self._campaign = campaign
+        self._meter = meter
 
     def claim(
         self,
@@ -184,17 +187,26 @@ class Claims:
             self._campaign.last_claim_sent = time.monotonic()
             return self._driver().execute(call, self._budget, self._durability)
 
+        meter = self._meter
         try:
             grant = attempt()
-        except (OwnershipConflict, Unavailable):
+        except (OwnershipConflict, Unavailable) as exc:
+            meter.claimed("conflict" if isinstance(exc, OwnershipConflict) else "unavailable")
             # A waiting claim also waits out an outage (the same session claims again, so
             # one that landed unseen comes back "kept").
             if not wait:
                 raise
+            refused_at = time.monotonic()
             grant = self._wait_for(target, attempt, deadline)
+            meter.handed_over(time.monotonic() - refused_at)
         except StateLost as exc:
+            meter.claimed("refused")
             self._holdings.state_lost(target.resource, exc)
             raise
+        except FencingError:
+            meter.claimed("refused")
+            raise
+        meter.claimed("granted" if grant.new else "kept")
         self._holdings.granted(grant)
         return grant
 

@@ -28,6 +28,7 @@ from .._group_commit import Entry
 from .._protocol.topic import Appended, Sequenced
 from .._record import RecordMetadata
 from .._runtime.threads import primitives as runtime
+from .._telemetry import outcome_of
 from ..errors import DuplicateSequence, FencingError, Unavailable
 from .metadata import TopicMetadata
 from .outcomes import Outcomes, Progress
@@ -107,6 +108,7 @@ class GroupSend:
             p = self.standing.pk.partition
             group_commit.fail(unknown, self._outcomes.carried_unknown(p), self._answers.give)
             self._carried = None
+        self.standing.meter.records(outcome_of(error), sum([e.count for e in queued]))
         group_commit.fail(queued, error, self._answers.give)
 
     def take_answered(self) -> Entry | None:
@@ -217,6 +219,7 @@ class GroupSend:
             sent_at = time.monotonic()
             done.batch, done.sequenced, done.sent_at = batch, sequenced, sent_at
             self.wake_answered()  # the callers of the last call run while it is out
+            standing.meter.call(len(group))
             try:
                 appended = self._calls.execute(call, self._durability)
             except BaseException as exc:
@@ -232,6 +235,7 @@ class GroupSend:
                 done.sent_at = None  # (interrupted now, the group goes back to the queue)
                 try:
                     self._ids.take_fresh(standing)
+                    standing.meter.id_refreshed()
                 except FencingError as failed:
                     # Refused, and no fresh PID (the server was unreachable): nothing was
                     # written and nothing is pending.
@@ -247,6 +251,7 @@ class GroupSend:
             break
         done.appended = appended
         self._book(done)
+        standing.meter.records("duplicate" if appended.duplicate else "written", batch.count)
         self._answer_appended(group, appended)
 
     def _book(self, done: Progress) -> None:
@@ -262,6 +267,9 @@ class GroupSend:
     def _answer_appended(self, group: list[Entry], appended: Appended) -> None:
         # A resend answered from the window reports the epoch the records carry.
         epoch = appended.epoch if appended.epoch >= 0 else self.standing.writer.epoch
+        if appended.duplicate:
+            for entry in group:
+                entry.duplicate = True
         self._answer(group, appended.first_offset, epoch)
 
     def _answer(
@@ -296,6 +304,8 @@ class GroupSend:
             self._answer_appended(group, done.appended)  # it landed: every answer is known
             return
         if not done.failed:
+            assert done.batch is not None  # (sent: the batch was made)
+            standing.meter.records("unknown", done.batch.count)
             self._outcomes.set_pending(standing, done)
         if standing.pending is None or done.failed:
             # Nothing to resolve it by (a producer made with idempotent=False): the callers

@@ -39,6 +39,7 @@ import os
 import time
 
 from .. import _forks as forks
+from .. import _telemetry as telemetry
 from .._grant import Grant
 from .._runtime.threads import primitives as runtime
 from ..errors import Fenced, FencingError, LeaseExpired, StateLost
@@ -265,7 +266,11 @@ class Leadership:
                 log.exception("redis-fencing: election %r: renewal failed", election.name)
                 continue
             with self._lock:
+                slack = self._deadline - time.monotonic()
                 self._deadline = max(self._deadline, sent + election.renew_deadline)
+            telemetry.instruments().renew_slack.record(
+                max(0.0, slack), {telemetry.ELECTION: election.name}
+            )
 
     def _watch(self) -> None:
         """The timer: ends the term at the renew deadline, or when a loss is handed to it
@@ -348,6 +353,11 @@ class Leadership:
         """The end of a term once it may proceed: on_revoked (if on_elected started), the
         release, the news to observers."""
         election = self.election
+        ins = telemetry.instruments()
+        outcome = "resigned" if resign else "lost"
+        ins.terms.add(1, {telemetry.ELECTION: election.name, telemetry.OUTCOME: outcome})
+        if not resign:
+            ins.lease_lost.add(1, {telemetry.KIND: "election"})
         escaped: BaseException | None = None
         try:
             if self._announced and election.on_revoked is not None:

@@ -31,6 +31,7 @@ from .._modes import AccessMode
 from .._protocol.producer import OPEN_MODES
 from .._protocol.topic import Writer
 from .._runtime.threads.notify import Subscription
+from .._telemetry import LeaseMeter, outcome_of
 from .._validate import lease_ms
 from ..errors import (
     FencingError,
@@ -81,6 +82,8 @@ class Lease:
         self.released = False
         #: The subscription an open() waiting in a queue sleeps on (close() wakes it).
         self._wait_sub: Subscription | None = None
+        #: The producer's lease instruments.
+        self.meter = LeaseMeter("producer")
 
     # -- registration ------------------------------------------------------------------------
 
@@ -99,7 +102,9 @@ class Lease:
         try:
             opened = self._calls.execute(call)
             if opened.status == "waiting":
+                queued = time.monotonic()
                 opened = self._wait(pk, opened, deadline, label)
+                self.meter.handed_over(time.monotonic() - queued)
         except BaseException as exc:
             if not isinstance(exc, FencingError) or isinstance(exc, OutcomeUnknown):
                 # Interrupted (a cancelled task, KeyboardInterrupt) or a lost reply: the
@@ -213,17 +218,23 @@ class Lease:
     def renew_all(self, standings: Iterable[Standing]) -> FencingError | None:
         """Renew the lease on every partition; the error that fenced it, if one did (the
         rest are not tried then). An unreachable server is logged: tried again next turn."""
+        meter = self.meter
         for standing in standings:
+            sent = time.monotonic()
             try:
                 self._calls.execute(self.renew_call(standing))
             except (ProducerFenced, StateLost) as exc:
+                meter.renewed(outcome_of(exc), time.monotonic() - sent)
                 return exc
             except Unavailable:
+                meter.renewed("unavailable", time.monotonic() - sent)
                 log.warning(
                     "redis-fencing: renewing %s partition %d failed; trying again",
                     self._meta.name,
                     standing.pk.partition,
                 )
+            else:
+                meter.renewed("ok", time.monotonic() - sent)
         return None
 
     def renew_call(self, standing: Standing) -> protocol.ScriptCall[int]:

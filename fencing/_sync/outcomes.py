@@ -25,6 +25,7 @@ from .._modes import Pending
 from .._protocol.topic import Appended, EncodedBatch, Sequenced
 from .._record import RecordMetadata
 from .._runtime.threads import primitives as runtime
+from .._telemetry import outcome_of
 from ..errors import (
     DuplicateSequence,
     FencingError,
@@ -113,6 +114,7 @@ class Outcomes:
             # ever (a copy job resumed from an older state skips what the error names).
             standing.next_sequence += done.batch.count
         error = exc if isinstance(exc, FencingError) else self.carried_unknown(p)
+        standing.meter.records(outcome_of(error), sum([e.count for e in group]))
         group_commit.fail(group, error, self._answers.give)
         if isinstance(exc, (ProducerFenced, StateLost)):
             self._fence(exc)
@@ -136,6 +138,7 @@ class Outcomes:
     ) -> None:
         """Record a pending batch's outcome, then clear it (in that order: whoever waits
         for the outcome finds it once the batch is no longer pending)."""
+        standing.meter.resolved(result is not None)
         standing.resolved = (pending, result)
         self._status.last_resolution = (standing.pk.partition, result)
         standing.pending = None

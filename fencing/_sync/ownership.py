@@ -21,12 +21,14 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import _protocol as protocol
+from .. import _telemetry as telemetry
 from .._durability import Durability
 from .._grant import Grant
 from .._keys import validate_label, validate_name, validate_resource
 from .._process import ProcessBound
 from .._protocol.ownership import Target
 from .._runtime.threads import primitives as runtime
+from .._telemetry import LeaseMeter
 from .._validate import generation_arg, lease_ms, resource_list, timeout_arg, validate_ttl
 from ..errors import (
     Fenced,
@@ -49,6 +51,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SeveredCallback = Callable[[Grant, int], None]
+
+
+#: The attributes of a claim's span besides its kind's.
+_CLAIM_SPAN = {telemetry.SCRIPT: "claim"}
 
 
 class Ownership(ProcessBound, runtime.Ready):
@@ -77,6 +83,7 @@ class Ownership(ProcessBound, runtime.Ready):
         _allow_reserved: bool = False,
         _campaign: Campaign | None = None,
         _calls: GrantedCalls | None = None,
+        _kind: str = "owner",
     ) -> None:
         self._context = context = context_of(context)  # (made by hand from a Client: its context)
         self.group = validate_name("group", group, allow_reserved=_allow_reserved)
@@ -90,7 +97,12 @@ class Ownership(ProcessBound, runtime.Ready):
         self._budget = context.budget_for_ttl(self.ttl)
         #: What a claim waits for before it is granted here (``acks``; design.md, "Durability").
         self.durability = Durability.of(acks, timeout=self._budget.timeout / 2)
-        self._holdings = Holdings(context.keys, self.group)
+        #: The lease instruments of this kind of holder (``_kind``: owner, consumer,
+        #: election; an election counts its lost terms itself).
+        self._meter = meter = LeaseMeter(_kind)
+        self._holdings = Holdings(
+            context.keys, self.group, on_lost=None if _kind == "election" else meter.lost
+        )
         campaign = Campaign() if _campaign is None else _campaign
         for resource, seen in campaign.seen.items():
             self._holdings.remember(resource, seen)  # G9 across handles: a token never goes back
@@ -110,6 +122,7 @@ class Ownership(ProcessBound, runtime.Ready):
             holdings=self._holdings,
             channels=self._channels,
             campaign=campaign,
+            meter=meter,
         )
         if _calls is not None:
             _calls.attach(self._holdings, self._driver, self._budget, self.durability)
@@ -174,7 +187,10 @@ class Ownership(ProcessBound, runtime.Ready):
         self._ready()
         self._context.check_durability(self.durability)
         targets = self._ordered(names)
-        return self._claims.claim(targets, gen, wait=wait, deadline=deadline)
+        with telemetry.span("fencing.claim", {**self._meter.kind, **_CLAIM_SPAN}) as span:
+            grants = self._claims.claim(targets, gen, wait=wait, deadline=deadline)
+            span.set_attribute(telemetry.OUTCOME, "granted")
+        return grants
 
     def renew(self, resources: Iterable[str] | str | None = None) -> dict[str, Grant]:
         """Extend the leases of held grants (all by default); returns the renewed grants.
@@ -199,15 +215,19 @@ class Ownership(ProcessBound, runtime.Ready):
             call = protocol.ownership.renew(
                 target, session=self.session, grant=grant, ttl_ms=self._ttl_ms
             )
+            sent = time.monotonic()
             try:
                 lease = self._driver().execute(call, self._budget, self.durability)
             except (Fenced, StateLost) as exc:
+                self._meter.renewed(telemetry.outcome_of(exc), time.monotonic() - sent)
                 self._lose(grant, exc)
                 errors.append(exc)
                 continue
             except Unavailable as exc:  # NotEnoughReplicas too: the lease is not extended
+                self._meter.renewed("unavailable", time.monotonic() - sent)
                 errors.append(exc)
                 continue
+            self._meter.renewed("ok", time.monotonic() - sent)
             fenced = self._holdings.superseded(grant)
             if fenced is not None:
                 errors.append(fenced)

@@ -22,6 +22,7 @@ from .._protocol.topic import Writer
 from .._record import RecordMetadata
 from .._retry import RetryBudget
 from .._runtime.threads import primitives as runtime
+from .._telemetry import PartitionMeter
 from ..errors import FencingError
 from .context import Context
 
@@ -37,6 +38,7 @@ class Standing:
         "floor",
         "generation",
         "left",
+        "meter",
         "next_sequence",
         "pending",
         "pid",
@@ -71,6 +73,8 @@ class Standing:
         #: Set once this producer left the partition (closed or gave up opening).
         self.left = False
         self.errors = protocol.producer.producer_errors(pk)  # built once, not per send
+        #: The partition's producer instruments.
+        self.meter = PartitionMeter(pk.topic, pk.partition)
 
 
 class Status:

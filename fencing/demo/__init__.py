@@ -37,6 +37,7 @@ import redis.exceptions
 from .._urls import redact
 from ..embedded import EmbeddedServer
 from ..errors import FencingError, InvalidArgument, Unavailable
+from . import metrics as demo_metrics
 from . import plot
 from .board import Board
 from .config import DEFAULT, QUICK, WORKERS
@@ -79,6 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep the demo's keys on your server (they are deleted at the end otherwise)",
     )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="print a summary of the library's OpenTelemetry metrics at the end (needs "
+        "opentelemetry-sdk: the demo extra)",
+    )
 
 
 class DemoInputError(Exception):
@@ -94,6 +101,7 @@ class _Options:
     quick: bool
     live: bool
     keep: bool
+    metrics: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, out: TextIO) -> _Options:
@@ -128,6 +136,7 @@ class _Options:
             quick=bool(getattr(args, "quick", False)),
             live=live,
             keep=bool(getattr(args, "keep", False)),
+            metrics=bool(getattr(args, "metrics", False)),
         )
 
 
@@ -139,9 +148,18 @@ def run(args: argparse.Namespace) -> int:
         options = _Options.from_args(args, out)
     except (DemoInputError, plot.PlotUnavailable) as exc:
         return _fail(str(exc))
+    reader = None
+    if options.metrics:
+        try:
+            reader = demo_metrics.install()
+        except demo_metrics.MetricsUnavailable as exc:
+            return _fail(str(exc))
     try:
         with terminate_on_sigterm():
-            return _run(options, out)
+            code = _run(options, out)
+        if reader is not None:
+            out.write(demo_metrics.summarize(reader) + "\n")
+        return code
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; workers and server stopped", file=sys.stderr)
         return 130

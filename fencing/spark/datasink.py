@@ -25,6 +25,7 @@ from pyspark.sql.datasource import (
 )
 
 from .. import _protocol as protocol
+from .. import _telemetry as telemetry
 from .._keys import validate_name
 from .._protocol.sink import NEW_LINEAGE_HINT, Lineage
 from .._sync.client import Client
@@ -312,8 +313,10 @@ def finish_batch(
         client.close()
 
 
-def _report(lineage: Lineage, messages: list[FencingCommitMessage | None]) -> None:
+def _report(lineage: Lineage, messages: list[FencingCommitMessage | None]) -> tuple[int, int]:
+    """Log what the batch's tasks did; returns the rows written and skipped."""
     done = [m for m in messages if m is not None]
+    written, skipped = sum(m.written for m in done), sum(m.skipped for m in done)
     log.info(
         "redis-fencing spark sink: app_id %r batch %d (query %s): %d rows, %d written, %d "
         "duplicates skipped, %d Spark partitions",
@@ -321,10 +324,11 @@ def _report(lineage: Lineage, messages: list[FencingCommitMessage | None]) -> No
         lineage.batch_id,
         lineage.query_id,
         sum(m.rows for m in done),
-        sum(m.written for m in done),
-        sum(m.skipped for m in done),
+        written,
+        skipped,
         len(messages),
     )
+    return written, skipped
 
 
 def _task_context() -> Any:
@@ -373,8 +377,11 @@ class FencingStreamWriter(DataSourceStreamArrowWriter):
             return  # no task ran: nothing was begun
         lineage = Lineage(self.options.app_id, found[0].query_id, batchId, 0)
         done: list[FencingCommitMessage | None] = list(found)
-        finish_batch(self.config, lineage, done)
-        _report(lineage, done)
+        with telemetry.spark_batch_span(self.config.topic, lineage) as span:
+            finish_batch(self.config, lineage, done)
+            written, skipped = _report(lineage, done)
+            telemetry.spark_rows(self.config.topic, written, skipped)
+            span.set_attribute(telemetry.OUTCOME, "replayed" if skipped else "written")
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 - Spark's name
         log.warning(

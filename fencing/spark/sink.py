@@ -21,6 +21,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import _protocol as protocol
+from .. import _telemetry as telemetry
 from .. import errors as _errors
 from .._keys import validate_name
 from .._protocol.sink import Lineage
@@ -224,7 +225,10 @@ class ForeachBatchSink:
             frame.persist()
         try:
             lineage = Lineage(self.app_id, query_id, batch_id, self._spark_partitions(frame))
-            self._write(topic, frame, layout, lineage, started)
+            with telemetry.spark_batch_span(self.topic_name, lineage) as span:
+                self._write(topic, frame, layout, lineage, started)
+                assert self.last_batch is not None
+                span.set_attribute(telemetry.OUTCOME, self.last_batch.status)
         finally:
             if connect:
                 frame.unpersist()
@@ -402,6 +406,7 @@ class ForeachBatchSink:
             seconds=time.monotonic() - started,
         )
         self.last_batch = metrics
+        telemetry.spark_rows(self.topic_name, written, dups)
         log.info(
             "redis-fencing spark sink: app_id %r batch %d (query %s) %s: %d rows, %d written, "
             "%d duplicates skipped, %d Spark partitions, %.3fs",

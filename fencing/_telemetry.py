@@ -1,0 +1,343 @@
+"""OpenTelemetry metrics and spans, through ``opentelemetry-api`` only.
+
+The library never installs an SDK: until the application sets a MeterProvider and a
+TracerProvider, every instrument is the API's proxy (one attribute test per call) and no
+span is started at all. Instruments are made once, on first use, from the API's proxy
+meter, so a provider set after ``import fencing`` (or after the first send) is followed.
+
+Every name starts with ``fencing.``; attributes are names the application chose (topic,
+group, election, partition number, the kind of lease, an outcome), never a record's
+contents or a key's value.
+
+Instruments (name, kind, unit: attributes; the how-to "Observability" tells each):
+
+- ``fencing.producer.records`` counter {record}: topic, partition, outcome (written |
+  duplicate | fenced | unknown | refused)
+- ``fencing.producer.send.duration`` histogram s: topic, partition, outcome
+- ``fencing.producer.batches`` counter {batch}, ``fencing.producer.batch.sends`` histogram
+  {send}: topic, partition (append calls, and the sends each carried: group commit)
+- ``fencing.producer.unknown.resolved`` counter {batch}: topic, partition, outcome (landed |
+  not_landed)
+- ``fencing.producer.id.refreshes`` counter {refresh}: topic, partition
+- ``fencing.lease.renewals`` counter {renewal}: kind, outcome (ok | fenced | refused |
+  unavailable); ``fencing.lease.renewal.duration`` histogram s: kind
+- ``fencing.lease.lost`` counter {lease}: kind (producer | owner | election | consumer)
+- ``fencing.lease.handover.duration`` histogram s: kind (a waiter's wait until granted)
+- ``fencing.claims`` counter {claim}: kind, outcome (granted | kept | conflict | refused |
+  unavailable)
+- ``fencing.election.terms`` counter {term}: election, outcome (won | lost | resigned)
+- ``fencing.election.renew.slack`` histogram s: election
+- ``fencing.consumer.lag`` gauge {record}: topic, partition, group
+- ``fencing.consumer.polls`` counter {poll}: topic, group; ``fencing.consumer.records``
+  counter {record}: topic, partition, group
+- ``fencing.spark.rows`` counter {row}: topic, outcome (written | skipped)
+
+Spans: ``fencing.send``, ``fencing.claim``, ``fencing.campaign``, ``fencing.poll``,
+``fencing.commit``, ``fencing.spark.batch``, each with ``fencing.script`` (the Lua script
+it runs) and ``fencing.outcome``.
+
+>>> from fencing import _telemetry as telemetry
+>>> telemetry.instruments().lease_lost.add(1, {"fencing.kind": "owner"})
+>>> with telemetry.span("fencing.claim", {"fencing.script": "claim"}) as span:
+...     span.set_attribute("fencing.outcome", "granted")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from opentelemetry import metrics, trace
+
+from .errors import Fenced, FencingError, OutcomeUnknown
+
+#: The instrumentation scope's name.
+SCOPE = "fencing"
+
+TOPIC = "fencing.topic"
+PARTITION = "fencing.partition"
+OUTCOME = "fencing.outcome"
+KIND = "fencing.kind"
+GROUP = "fencing.group"
+ELECTION = "fencing.election"
+SCRIPT = "fencing.script"
+
+#: Boundaries for durations of calls to Redis (s): 100 µs to 10 s.
+DURATION_BOUNDS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0,
+)  # fmt: skip
+#: Boundaries for sends grouped in one call.
+GROUP_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 - once
+
+    try:
+        return version("redis-fencing")
+    except PackageNotFoundError:  # pragma: no cover - a source tree that is not installed
+        return "0"
+
+
+class Instruments:
+    """The library's instruments, made once from the API's (proxy) meter."""
+
+    def __init__(self, meter: metrics.Meter) -> None:
+        counter, histogram = meter.create_counter, meter.create_histogram
+        self.records = counter(
+            "fencing.producer.records", "{record}", "Records a producer sent, by outcome"
+        )
+        self.send_duration = histogram(
+            "fencing.producer.send.duration",
+            "s",
+            "Time a send() or send_batch() took, queueing and resolving included",
+            explicit_bucket_boundaries_advisory=DURATION_BOUNDS,
+        )
+        self.batches = counter(
+            "fencing.producer.batches", "{batch}", "Append calls a producer made"
+        )
+        self.batch_sends = histogram(
+            "fencing.producer.batch.sends",
+            "{send}",
+            "Sends carried by one append call (group commit)",
+            explicit_bucket_boundaries_advisory=GROUP_BOUNDS,
+        )
+        self.resolved = counter(
+            "fencing.producer.unknown.resolved",
+            "{batch}",
+            "Batches of unknown outcome settled by the resolve script: landed or not_landed",
+        )
+        self.id_refreshes = counter(
+            "fencing.producer.id.refreshes",
+            "{refresh}",
+            "Fresh producer ids taken after the producer's state expired while it was idle",
+        )
+        self.renewals = counter("fencing.lease.renewals", "{renewal}", "Lease renewals, by outcome")
+        self.renewal_duration = histogram(
+            "fencing.lease.renewal.duration",
+            "s",
+            "Time a lease renewal took",
+            explicit_bucket_boundaries_advisory=DURATION_BOUNDS,
+        )
+        self.lease_lost = counter(
+            "fencing.lease.lost", "{lease}", "Leases lost for good (superseded or state lost)"
+        )
+        self.handover = histogram(
+            "fencing.lease.handover.duration",
+            "s",
+            "Time a waiting claimant waited, from its first refusal until it was granted",
+            explicit_bucket_boundaries_advisory=DURATION_BOUNDS,
+        )
+        self.claims = counter("fencing.claims", "{claim}", "Ownership claims, by outcome")
+        self.terms = counter(
+            "fencing.election.terms", "{term}", "Election terms won, lost and resigned"
+        )
+        self.renew_slack = histogram(
+            "fencing.election.renew.slack",
+            "s",
+            "Time left before the renew deadline when a leader's renewal returned",
+            explicit_bucket_boundaries_advisory=DURATION_BOUNDS,
+        )
+        self.lag = meter.create_gauge(
+            "fencing.consumer.lag",
+            "{record}",
+            "Records after a consumer's position, as its last poll's reply told",
+        )
+        self.polls = counter("fencing.consumer.polls", "{poll}", "Polls a consumer made")
+        self.polled = counter(
+            "fencing.consumer.records", "{record}", "Records a consumer's polls returned"
+        )
+        self.spark_rows = counter(
+            "fencing.spark.rows",
+            "{row}",
+            "Rows of Spark micro-batches: written now, or skipped as written before",
+        )
+
+
+_lock = threading.Lock()
+_instruments: Instruments | None = None
+_tracer: trace.Tracer | None = None
+_NO_SPAN = contextlib.nullcontext(trace.INVALID_SPAN)
+
+
+def instruments() -> Instruments:
+    """The instruments (made on first use; later calls return the same ones)."""
+    made = _instruments
+    if made is None:
+        made = _make()
+    return made
+
+
+def _make() -> Instruments:
+    global _instruments, _tracer  # noqa: PLW0603 - made once per process, on first use
+    with _lock:
+        if _instruments is None:
+            version = _version()
+            _tracer = trace.get_tracer(SCOPE, version)
+            _instruments = Instruments(metrics.get_meter(SCOPE, version))
+        return _instruments
+
+
+#: Whether a TracerProvider was found set (it cannot be unset: the answer is kept).
+_tracing_on = False
+#: The API configures a provider from this variable on first use: then ask it every time.
+_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+
+
+def tracing() -> bool:
+    """Whether a TracerProvider was set (otherwise no span is started). Until one is, this
+    reads the API's global (a public call would read the environment on every send)."""
+    global _tracing_on  # noqa: PLW0603 - set once a provider is found
+    if _tracing_on:
+        return True
+    if not _FROM_ENVIRONMENT and getattr(trace, "_TRACER_PROVIDER", _tracing_on) is None:
+        return False
+    _tracing_on = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return _tracing_on
+
+
+def span(name: str, attributes: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
+    """A span around a call, as the current span; its ``fencing.outcome`` is set from an
+    exception that leaves it (the caller sets it otherwise). Without a TracerProvider,
+    nothing is started (the no-op span is returned)."""
+    if not tracing():
+        return _NO_SPAN
+    return _span(name, attributes)
+
+
+@contextlib.contextmanager
+def _span(name: str, attributes: Mapping[str, Any]) -> Iterator[trace.Span]:
+    if _tracer is None:
+        _make()
+    assert _tracer is not None
+    with _tracer.start_as_current_span(name, attributes=dict(attributes)) as current:
+        try:
+            yield current
+        except BaseException as exc:
+            current.set_attribute(OUTCOME, outcome_of(exc))
+            raise
+
+
+def outcome_of(exc: BaseException) -> str:
+    """The outcome a failed call is counted under: ``fenced`` (superseded), ``unknown``
+    (it may have been applied: a lost reply, an interrupt), or ``refused`` (a typed
+    refusal: nothing was applied)."""
+    if isinstance(exc, Fenced):
+        return "fenced"
+    if isinstance(exc, OutcomeUnknown) or not isinstance(exc, FencingError):
+        return "unknown"
+    return "refused"
+
+
+def partition_attributes(topic: str, partition: int) -> dict[str, Any]:
+    """The attributes naming one partition of a topic."""
+    return {TOPIC: topic, PARTITION: partition}
+
+
+def spark_batch_span(topic: str, lineage: Any) -> contextlib.AbstractContextManager[Any]:
+    """The span of one Spark micro-batch's commit on the driver (``lineage``: its app id,
+    query id and batch id)."""
+    return span(
+        "fencing.spark.batch",
+        {
+            TOPIC: topic,
+            SCRIPT: "sink_commit",
+            "fencing.spark.app_id": lineage.app_id,
+            "fencing.spark.query_id": lineage.query_id,
+            "fencing.spark.batch_id": lineage.batch_id,
+        },
+    )
+
+
+def spark_rows(topic: str, written: int, skipped: int) -> None:
+    """Count a Spark micro-batch's rows, from its tasks' summaries (on the driver)."""
+    rows = instruments().spark_rows
+    if written:
+        rows.add(written, {TOPIC: topic, OUTCOME: "written"})
+    if skipped:
+        rows.add(skipped, {TOPIC: topic, OUTCOME: "skipped"})
+
+
+class PartitionMeter:
+    """One partition's producer instruments, with their attributes built once (the send
+    path builds no dictionary)."""
+
+    __slots__ = ("_by_outcome", "_instruments", "partition", "send_span")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.partition = partition_attributes(topic, partition)
+        #: The attributes a send's span starts with.
+        self.send_span = {**self.partition, SCRIPT: "append"}
+        self._by_outcome: dict[str, dict[str, Any]] = {}
+        self._instruments = instruments()
+
+    def of(self, outcome: str) -> dict[str, Any]:
+        """The partition's attributes with ``outcome``."""
+        attrs = self._by_outcome.get(outcome)
+        if attrs is None:
+            attrs = self._by_outcome[outcome] = {**self.partition, OUTCOME: outcome}
+        return attrs
+
+    def records(self, outcome: str, count: int) -> None:
+        """Count ``count`` records sent with ``outcome``."""
+        if count:
+            self._instruments.records.add(count, self.of(outcome))
+
+    def call(self, sends: int) -> None:
+        """Count one append call carrying ``sends`` sends."""
+        ins = self._instruments
+        ins.batches.add(1, self.partition)
+        ins.batch_sends.record(sends, self.partition)
+
+    def send_took(self, seconds: float, outcome: str) -> None:
+        """Record how long one send took, with its outcome."""
+        self._instruments.send_duration.record(seconds, self.of(outcome))
+
+    def resolved(self, landed: bool) -> None:
+        """Count a pending batch settled by the resolve script."""
+        self._instruments.resolved.add(1, self.of("landed" if landed else "not_landed"))
+
+    def id_refreshed(self) -> None:
+        """Count a fresh producer id taken after the state expired while idle."""
+        self._instruments.id_refreshes.add(1, self.partition)
+
+
+class LeaseMeter:
+    """The lease instruments of one kind of holder (``producer``, ``owner``,
+    ``election``, ``consumer``)."""
+
+    __slots__ = ("_instruments", "_outcomes", "kind")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = {KIND: kind}
+        self._outcomes: dict[str, dict[str, Any]] = {}
+        self._instruments = instruments()
+
+    def of(self, outcome: str) -> dict[str, Any]:
+        """The kind's attributes with ``outcome``."""
+        attrs = self._outcomes.get(outcome)
+        if attrs is None:
+            attrs = self._outcomes[outcome] = {**self.kind, OUTCOME: outcome}
+        return attrs
+
+    def renewed(self, outcome: str, seconds: float) -> None:
+        """Count a renewal and how long it took."""
+        ins = self._instruments
+        ins.renewals.add(1, self.of(outcome))
+        ins.renewal_duration.record(seconds, self.kind)
+
+    def lost(self) -> None:
+        """Count a lease lost for good."""
+        self._instruments.lease_lost.add(1, self.kind)
+
+    def claimed(self, outcome: str) -> None:
+        """Count a claim's outcome."""
+        self._instruments.claims.add(1, self.of(outcome))
+
+    def handed_over(self, seconds: float) -> None:
+        """Record how long a waiter waited before it was granted."""
+        self._instruments.handover.record(seconds, self.kind)
