@@ -39,6 +39,7 @@ from fencing.embedded import (
 from fencing.faults import Proxy
 
 from .support.flavours import Api
+from .support.spark import spark  # noqa: F401 - the suite's Spark session, a fixture
 
 EXTERNAL_URL = os.environ.get("FENCING_TEST_REDIS_URL")
 #: The kinds every behaviour test runs on.
@@ -53,6 +54,13 @@ KINDS: list[ServerKind] = ["redis", "valkey"]
 #: The kind only the tests marked ``server_specific`` run on (the rest are deselected there).
 REDIS8: ServerKind = "redis8"
 ALL_KINDS: list[ServerKind] = [*KINDS, REDIS8]
+# The long tests of the library's own logic over time (processes killed and paused, replies
+# lost, states left to expire, callbacks racing a takeover) are marked
+# ``@pytest.mark.one_server``: the server only runs the same scripts there, which the short
+# tests run on every kind, so they run on Redis 7 alone and their Valkey items are
+# deselected. That keeps the whole suite within its time budget.
+#: The kind the tests marked ``one_server`` run on.
+ONE_SERVER: ServerKind = "redis"
 # Tests press Ctrl-C (SIGINT to this process or to a child): a suite started where SIGINT is
 # ignored (a background job of a non-interactive shell, as some CI runners start it) would
 # inherit that, and so would every process it starts. Ctrl-C must mean KeyboardInterrupt.
@@ -79,15 +87,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, (wanted, reason) in opt_in.items():
             if marker in item.keywords and not wanted:
                 item.add_marker(pytest.mark.skip(reason=reason))
-    off_redis8 = [
-        item
-        for item in items
-        if _kind_of(item) == REDIS8 and item.get_closest_marker("server_specific") is None
-    ]
-    if off_redis8:
-        config.hook.pytest_deselected(items=off_redis8)
-        dropped = set(off_redis8)
+    off = [item for item in items if not _runs_on_its_kind(item)]
+    if off:
+        config.hook.pytest_deselected(items=off)
+        dropped = set(off)
         items[:] = [item for item in items if item not in dropped]
+
+
+def _runs_on_its_kind(item: pytest.Item) -> bool:
+    """Redis 8 runs only the ``server_specific`` tests; ``one_server`` tests run on
+    :data:`ONE_SERVER` only."""
+    kind = _kind_of(item)
+    if kind is None or kind == "external":
+        return True
+    if kind == REDIS8:
+        return item.get_closest_marker("server_specific") is not None
+    return kind == ONE_SERVER or item.get_closest_marker("one_server") is None
 
 
 def _kind_of(item: pytest.Item) -> str | None:

@@ -3,7 +3,7 @@ topic partition's chunks go to the primary of its slot, and a task retried after
 part of its rows still writes every row once (the same test as on one server).
 
 The routing is the cluster client's, the same for either kind, so the test runs on the
-Redis cluster only (each kind runs it on a single server, in ``tests/spark``).
+Redis cluster only (and on a single Redis server in ``tests/spark``).
 """
 
 from __future__ import annotations
@@ -12,13 +12,11 @@ import pytest
 
 from ..conftest import ServerInfo
 from ..spark.test_sink import (
-    spark,
     test_a_task_failing_upstream_midway_on_its_first_attempt_writes_every_row_once,
 )
 
 __all__ = [
     "one_cluster_kind",
-    "spark",
     "test_a_task_failing_upstream_midway_on_its_first_attempt_writes_every_row_once",
 ]
 

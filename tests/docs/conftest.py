@@ -7,9 +7,7 @@ servers of yours instead, as for the rest of the suite.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -53,18 +51,3 @@ def docs_tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
         pytest.skip(f"redis-server here has no TLS: {str(exc)[:120]}")
     with made:
         yield ServerInfo(url=made.url, kind="redis-tls", owned=True, embedded=made)
-
-
-@pytest.fixture(scope="module")
-def docs_spark() -> Iterator[Any]:
-    """The suite's local Spark (``tests.support.spark``), for the pages that use PySpark: their
-    ``SparkSession.builder.getOrCreate()`` returns it. Stopped when the examples are done, so
-    the Spark tests' own sessions start with their own settings."""
-    pytest.importorskip("pyspark", reason="the spark extra is not installed")
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark examples need Java (17) on PATH or JAVA_HOME")
-    from ..support.spark import make_session  # noqa: PLC0415 - only where Spark is used
-
-    session = make_session()
-    yield session
-    session.stop()

@@ -131,7 +131,7 @@ def _targets(request: pytest.FixtureRequest, run: PageRun, block: Block) -> Targ
     if run.tls is None and _uses_tls(so_far):
         run.tls = request.getfixturevalue("docs_tls_server")
     if _uses_spark(so_far):
-        request.getfixturevalue("docs_spark")
+        request.getfixturevalue("spark")
     return Targets(request.getfixturevalue("docs_server"), run.cluster, run.tls)
 
 

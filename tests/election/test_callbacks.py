@@ -125,6 +125,7 @@ async def cut_off_during_on_elected(api: Api, proxy: Proxy, round_: int) -> None
     await b.close()
 
 
+@pytest.mark.one_server
 async def test_a_leader_cut_off_while_on_elected_runs_is_revoked_before_a_successor_leads(
     api: Api, proxy: Proxy
 ) -> None:
@@ -164,6 +165,7 @@ async def close_during_on_elected(api: Api, round_: int) -> None:
     await b.close()
 
 
+@pytest.mark.one_server
 async def test_close_during_on_elected_ends_the_term_only_after_it_returned(api: Api) -> None:
     for round_ in range(ROUNDS):
         await close_during_on_elected(api, round_)

@@ -327,6 +327,7 @@ def test_concurrent_checks_during_a_takeover_give_one_on_revoked(client: Client)
     assert revoked == [1]
 
 
+@pytest.mark.one_server
 async def test_client_close_stops_a_held_terms_renewals(api: Api) -> None:
     """Client.close() ends the renewals of a term its election holds: the leadership never
     outlives the client, and another candidate can be elected."""

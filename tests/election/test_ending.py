@@ -23,6 +23,8 @@ from fencing.faults import Proxy
 
 from ..support.wire import CHECK
 
+pytestmark = pytest.mark.one_server
+
 
 def row(url: str, client: Any, name: str) -> dict[str, str]:
     raw = redis.Redis.from_url(url)
@@ -335,6 +337,7 @@ def _check_takeover(events: list[tuple[float, str]]) -> None:
     """A's on_revoked ran at once on the takeover (an involuntary loss), well before its
     on_elected returned, also while a close() waited for that on_elected. (An operator's
     forced release does not wait for the old leader: B may be elected in between.)"""
+
     def at(prefix: str) -> float:
         return next(ts for ts, e in events if e.startswith(prefix))
 

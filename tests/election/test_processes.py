@@ -51,7 +51,7 @@ from ..conftest import ServerInfo
 from ..support.fleet import Event, Fleet, Worker
 from .election_worker import TOPIC, Config, candidate
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.one_server]
 
 TTL = 1.0
 #: Bounds on waits: a process starting (spawn + imports), one step of a scenario.

@@ -237,6 +237,7 @@ def job_namespace(server: ServerInfo, namespace: str) -> Any:
         _drop_namespace(server.url, namespace)
 
 
+@pytest.mark.one_server
 def test_a_killed_copy_job_copies_exactly_once(
     server: ServerInfo, job_namespace: str, raw: redis.Redis, tmp_path: Path
 ) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import redis
 
 import fencing
@@ -37,6 +38,8 @@ from fencing._sync.metadata import metadata_of
 from ..conftest import ServerInfo
 from ..support.clock import server_ms
 from ..support.polling import wait_until
+
+pytestmark = pytest.mark.one_server
 
 TOPIC = "log"
 WAIT = AccessMode.WAIT_FOR_EXCLUSIVE

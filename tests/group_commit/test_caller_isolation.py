@@ -333,6 +333,7 @@ def test_interrupted_threads_and_lost_replies_fail_only_the_calls_that_lost_them
 @pytest.mark.usefixtures("restore_sigint")
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="SIGINT")
 @pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.one_server
 def test_ctrl_c_in_the_main_thread_never_fails_the_sends_of_worker_threads(
     client: fencing.Client,
     server: Any,

@@ -80,6 +80,7 @@ def test_a_child_forked_with_send_async_records_queued_sends_none_of_them(
 
 @pytest.mark.usefixtures("restore_sigint")
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+@pytest.mark.one_server
 def test_a_child_forked_while_a_future_is_being_answered_can_use_send_async(
     server: ServerInfo, namespace: str
 ) -> None:

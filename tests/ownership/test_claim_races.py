@@ -108,6 +108,7 @@ def _hold_repeatedly(
 
 
 @pytest.mark.slow
+@pytest.mark.one_server
 def test_processes_never_hold_at_once(server: ServerInfo, namespace: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     occupancy = ctx.Value("i", 0, lock=False)

@@ -38,6 +38,8 @@ from ..support.fresh_pid import (
 )
 from ..support.wire import APPEND, INCR
 
+pytestmark = pytest.mark.one_server
+
 
 def test_a_lost_reply_on_the_first_send_after_the_expiry_never_wedges_the_partition(
     fclient: fencing.Client, client: fencing.Client, proxy: Proxy, raw: redis.Redis

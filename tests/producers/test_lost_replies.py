@@ -449,6 +449,7 @@ def _lost_reply_after_expiry(
     assert int(raw.hget(pk.meta, "next")) == first + 2  # type: ignore[arg-type]
 
 
+@pytest.mark.one_server
 def test_a_named_producer_resending_after_its_state_expired_never_appends_twice(
     pclient: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
@@ -459,6 +460,7 @@ def test_a_named_producer_resending_after_its_state_expired_never_appends_twice(
             _lost_reply_after_expiry(topic, p, raw, proxy, [b"a"])
 
 
+@pytest.mark.one_server
 def test_a_resumed_producer_resending_after_its_state_expired_never_appends_twice(
     pclient: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:
@@ -472,6 +474,7 @@ def test_a_resumed_producer_resending_after_its_state_expired_never_appends_twic
             _lost_reply_after_expiry(topic, p, raw, proxy, [b"a"])
 
 
+@pytest.mark.one_server
 def test_a_first_batch_resent_after_its_state_expired_is_never_appended_twice(
     pclient: fencing.Client, proxy: Proxy, raw: redis.Redis
 ) -> None:

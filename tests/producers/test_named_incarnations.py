@@ -30,7 +30,7 @@ import fencing
 
 from ..conftest import ServerInfo
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.one_server]
 
 SPAWN = multiprocessing.get_context("spawn")
 #: Partitions of every topic: enough for two opens running side by side to interleave.

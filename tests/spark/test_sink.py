@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +27,11 @@ from fencing.spark import sink as sink_module  # noqa: E402
 from ..conftest import ServerInfo  # noqa: E402
 from ..support.logs import topic_values  # noqa: E402
 from ..support.polling import wait_until  # noqa: E402
-from ..support.spark import duplicates, make_session  # noqa: E402
+from ..support.spark import duplicates  # noqa: E402
 
 ROWS = 3000
 #: The most rows per Arrow batch that a ``mapInArrow`` task receives.
 ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = make_session()
-    yield session
-    session.stop()
 
 
 def _write_inputs(folder: Path, files: int, per_file: int) -> list[str]:
@@ -87,6 +79,7 @@ def always_fail_partition_2(row_id: int) -> str:
     return f"v{row_id}"
 
 
+@pytest.mark.one_server
 def test_a_task_failing_upstream_midway_on_its_first_attempt_writes_every_row_once(
     spark: Any,
     client: fencing.Client,

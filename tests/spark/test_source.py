@@ -4,7 +4,6 @@ exactly, offset ranges, trims, bad options at load, the snapshot, another incarn
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,15 +17,6 @@ import fencing.spark  # noqa: E402
 
 from ..conftest import ServerInfo  # noqa: E402
 from ..support.logs import read_records  # noqa: E402
-from ..support.spark import make_session  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = make_session("local[2]")
-    fencing.spark.register(session)
-    yield session
-    session.stop()
 
 
 @pytest.fixture(autouse=True)

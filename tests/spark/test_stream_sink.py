@@ -28,17 +28,14 @@ from fencing._partitioner import partition_for_key
 from ..conftest import ServerInfo
 from ..support.logs import read_records, topic_values
 from ..support.polling import wait_until
-from ..support.spark import duplicates, make_session
+from ..support.spark import duplicates, spark_conf
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = make_session()
-    fencing.spark.register(session)
-    # Small Arrow batches: the sink's tasks write while upstream rows are still computed.
-    session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "200")
-    yield session
-    session.stop()
+@pytest.fixture(scope="module", autouse=True)
+def _small_arrow_batches(spark: Any) -> Iterator[None]:
+    """Small Arrow batches: the sink's tasks write while upstream rows are still computed."""
+    with spark_conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": "200"}):
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,6 @@ across micro-batches and restarts, the limit per trigger, a topic made again, tr
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,6 @@ import fencing.spark
 
 from ..conftest import ServerInfo
 from ..support.logs import read_records
-from ..support.spark import make_session
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = make_session("local[2]")
-    fencing.spark.register(session)
-    yield session
-    session.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -1,15 +1,24 @@
-"""A local PySpark session for the Spark sink's tests, and the duplicates a read-back holds.
+"""The suite's local PySpark session (the ``spark`` fixture), and the duplicates a read-back
+holds.
 
 Executors are Python workers of this very interpreter (PYSPARK_PYTHON), on ``local[2,4]``:
-two cores, and a failed task is retried up to 4 times, as on a cluster.
+two cores, and a failed task is retried up to 4 times, as on a cluster. One session serves
+every test and docs example that runs Spark in this process, started at first use with the
+``fencing`` data source registered: a session costs seconds to start, and its JVM outlives
+``stop()`` anyway. A test that changes a setting puts it back (:func:`spark_conf`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+import pytest
 
 from .paths import ROOT
 
@@ -52,3 +61,34 @@ def make_session(master: str = "local[2,4]", executor_python: str | None = None)
 def duplicates(values: list[bytes]) -> dict[bytes, int]:
     """Values present more than once."""
     return {v: n for v, n in Counter(values).items() if n > 1}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The suite's one local SparkSession (``local[2,4]``), ``fencing`` registered; skips
+    where PySpark or Java is missing."""
+    pytest.importorskip("pyspark", reason="the spark extra is not installed")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java (17) on PATH or JAVA_HOME")
+    import fencing.spark  # noqa: PLC0415 - only where Spark is used
+
+    session = make_session()
+    fencing.spark.register(session)
+    yield session
+    session.stop()
+
+
+@contextmanager
+def spark_conf(session: Any, settings: dict[str, str]) -> Iterator[None]:
+    """Set session settings (``spark.conf``) for a block, and put the earlier ones back."""
+    earlier = {key: session.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        session.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in earlier.items():
+            if value is None:
+                session.conf.unset(key)
+            else:
+                session.conf.set(key, value)

@@ -3,7 +3,6 @@ first time, skipped when the batch is replayed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,17 +13,9 @@ from fencing import Client
 from fencing.spark import ForeachBatchSink
 
 from ..conftest import ServerInfo
-from ..support.spark import make_session
 from ..support.telemetry import Recorded
 
 ROWS = 200
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = make_session()
-    yield session
-    session.stop()
 
 
 def test_a_replayed_batch_counts_its_rows_skipped(
