@@ -45,14 +45,19 @@ it runs) and ``fencing.outcome``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
+from opentelemetry.trace import Status, StatusCode
 
 from .errors import Fenced, FencingError, OutcomeUnknown
+
+_log = logging.getLogger("fencing.telemetry")
 
 #: The instrumentation scope's name.
 SCOPE = "fencing"
@@ -211,15 +216,54 @@ def span(name: str, attributes: Mapping[str, Any]) -> contextlib.AbstractContext
 
 @contextlib.contextmanager
 def _span(name: str, attributes: Mapping[str, Any]) -> Iterator[trace.Span]:
-    if _tracer is None:
-        _make()
-    assert _tracer is not None
-    with _tracer.start_as_current_span(name, attributes=dict(attributes)) as current:
+    # The application's SDK runs here (its processors and exporters, as a span ends): an
+    # error of theirs is logged, never raised into the call, whose outcome it cannot change
+    # (a send told "failed" after its record was written would be sent again).
+    try:
+        if _tracer is None:
+            _make()
+        assert _tracer is not None
+        current = _tracer.start_span(name, attributes=dict(attributes))
+        token = otel_context.attach(trace.set_span_in_context(current))
+    except Exception as exc:
+        failed("start a span", exc)
+        yield trace.INVALID_SPAN
+        return
+    try:
+        yield current
+    except BaseException as exc:
         try:
-            yield current
-        except BaseException as exc:
             current.set_attribute(OUTCOME, outcome_of(exc))
-            raise
+            if isinstance(exc, Exception):
+                current.record_exception(exc)
+            current.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        except Exception as error:
+            failed("record a span's error", error)
+        raise
+    finally:
+        try:
+            otel_context.detach(token)
+            current.end()
+        except Exception as exc:
+            failed("end a span", exc)
+
+
+_warned = False
+
+
+def failed(what: str, exc: Exception) -> None:
+    """Log (once per process) an error the OpenTelemetry SDK raised into the library."""
+    global _warned  # noqa: PLW0603 - one warning per process
+    if not _warned:
+        _warned = True
+        _log.warning(
+            "redis-fencing: the OpenTelemetry SDK failed to %s (%r); the library goes on, "
+            "and logs no more of these",
+            what,
+            exc,
+        )
+    else:
+        _log.debug("redis-fencing: the OpenTelemetry SDK failed to %s", what, exc_info=exc)
 
 
 def outcome_of(exc: BaseException) -> str:
@@ -255,16 +299,43 @@ def spark_batch_span(topic: str, lineage: Any) -> contextlib.AbstractContextMana
 
 def spark_rows(topic: str, written: int, skipped: int) -> None:
     """Count a Spark micro-batch's rows, from its tasks' summaries (on the driver)."""
-    rows = instruments().spark_rows
-    if written:
-        rows.add(written, {TOPIC: topic, OUTCOME: "written"})
-    if skipped:
-        rows.add(skipped, {TOPIC: topic, OUTCOME: "skipped"})
+    try:
+        rows = instruments().spark_rows
+        if written:
+            rows.add(written, {TOPIC: topic, OUTCOME: "written"})
+        if skipped:
+            rows.add(skipped, {TOPIC: topic, OUTCOME: "skipped"})
+    except Exception as exc:
+        failed("count Spark rows", exc)
+
+
+def add(counter: metrics.Counter, amount: int, attributes: Mapping[str, Any]) -> None:
+    """``counter.add``, an error of the SDK's logged (:func:`failed`), never raised."""
+    try:
+        counter.add(amount, attributes)
+    except Exception as exc:
+        failed("add to a counter", exc)
+
+
+def record(histogram: metrics.Histogram, value: float, attributes: Mapping[str, Any]) -> None:
+    """``histogram.record``, an error of the SDK's logged, never raised."""
+    try:
+        histogram.record(value, attributes)
+    except Exception as exc:
+        failed("record a value", exc)
+
+
+def set_gauge(gauge: Any, value: float, attributes: Mapping[str, Any]) -> None:
+    """``gauge.set``, an error of the SDK's logged, never raised."""
+    try:
+        gauge.set(value, attributes)
+    except Exception as exc:
+        failed("set a gauge", exc)
 
 
 class PartitionMeter:
     """One partition's producer instruments, with their attributes built once (the send
-    path builds no dictionary)."""
+    path builds no dictionary). An error of the SDK's is logged, never raised into a send."""
 
     __slots__ = ("_by_outcome", "_instruments", "partition", "send_span")
 
@@ -284,31 +355,40 @@ class PartitionMeter:
 
     def records(self, outcome: str, count: int) -> None:
         """Count ``count`` records sent with ``outcome``."""
-        if count:
-            self._instruments.records.add(count, self.of(outcome))
+        try:
+            if count:
+                self._instruments.records.add(count, self.of(outcome))
+        except Exception as exc:
+            failed("count records", exc)
 
     def call(self, sends: int) -> None:
         """Count one append call carrying ``sends`` sends."""
-        ins = self._instruments
-        ins.batches.add(1, self.partition)
-        ins.batch_sends.record(sends, self.partition)
+        try:
+            ins = self._instruments
+            ins.batches.add(1, self.partition)
+            ins.batch_sends.record(sends, self.partition)
+        except Exception as exc:
+            failed("count an append call", exc)
 
     def send_took(self, seconds: float, outcome: str) -> None:
         """Record how long one send took, with its outcome."""
-        self._instruments.send_duration.record(seconds, self.of(outcome))
+        try:
+            self._instruments.send_duration.record(seconds, self.of(outcome))
+        except Exception as exc:
+            failed("record a send's duration", exc)
 
     def resolved(self, landed: bool) -> None:
         """Count a pending batch settled by the resolve script."""
-        self._instruments.resolved.add(1, self.of("landed" if landed else "not_landed"))
+        add(self._instruments.resolved, 1, self.of("landed" if landed else "not_landed"))
 
     def id_refreshed(self) -> None:
         """Count a fresh producer id taken after the state expired while idle."""
-        self._instruments.id_refreshes.add(1, self.partition)
+        add(self._instruments.id_refreshes, 1, self.partition)
 
 
 class LeaseMeter:
     """The lease instruments of one kind of holder (``producer``, ``owner``,
-    ``election``, ``consumer``)."""
+    ``election``, ``consumer``). An error of the SDK's is logged, never raised."""
 
     __slots__ = ("_instruments", "_outcomes", "kind")
 
@@ -326,18 +406,17 @@ class LeaseMeter:
 
     def renewed(self, outcome: str, seconds: float) -> None:
         """Count a renewal and how long it took."""
-        ins = self._instruments
-        ins.renewals.add(1, self.of(outcome))
-        ins.renewal_duration.record(seconds, self.kind)
+        add(self._instruments.renewals, 1, self.of(outcome))
+        record(self._instruments.renewal_duration, seconds, self.kind)
 
     def lost(self) -> None:
         """Count a lease lost for good."""
-        self._instruments.lease_lost.add(1, self.kind)
+        add(self._instruments.lease_lost, 1, self.kind)
 
     def claimed(self, outcome: str) -> None:
         """Count a claim's outcome."""
-        self._instruments.claims.add(1, self.of(outcome))
+        add(self._instruments.claims, 1, self.of(outcome))
 
     def handed_over(self, seconds: float) -> None:
         """Record how long a waiter waited before it was granted."""
-        self._instruments.handover.record(seconds, self.kind)
+        record(self._instruments.handover, seconds, self.kind)

@@ -249,8 +249,9 @@ class GroupSend:
             break
         done.appended = appended
         self._book(done)
-        standing.meter.records("duplicate" if appended.duplicate else "written", batch.count)
-        self._answer_appended(group, appended)
+        duplicate = _resent(done)
+        standing.meter.records("duplicate" if duplicate else "written", batch.count)
+        self._answer_appended(group, appended, duplicate)
 
     def _book(self, done: Progress) -> None:
         """Move the partition past a call that landed (repeatable: an interrupt midway
@@ -262,10 +263,10 @@ class GroupSend:
             self.standing.next_sequence = max(self.standing.next_sequence, end)
         self._meta.saw_next(self.standing.pk.partition, appended.first_offset + batch.count)
 
-    def _answer_appended(self, group: list[Entry], appended: Appended) -> None:
+    def _answer_appended(self, group: list[Entry], appended: Appended, duplicate: bool) -> None:
         # A resend answered from the window reports the epoch the records carry.
         epoch = appended.epoch if appended.epoch >= 0 else self.standing.writer.epoch
-        if appended.duplicate:
+        if duplicate:
             for entry in group:
                 entry.duplicate = True
         self._answer(group, appended.first_offset, epoch)
@@ -299,7 +300,8 @@ class GroupSend:
             return
         if done.appended is not None:
             self._book(done)
-            self._answer_appended(group, done.appended)  # it landed: every answer is known
+            # It landed: every answer is known.
+            self._answer_appended(group, done.appended, _resent(done))
             return
         if not done.failed:
             assert done.batch is not None  # (sent: the batch was made)
@@ -323,3 +325,13 @@ class GroupSend:
         with self.guard:
             present = set(map(id, self.queue))
             self.queue.extendleft(reversed([e for e in entries if id(e) not in present]))
+
+
+def _resent(done: Progress) -> bool:
+    """Whether a call that landed was answered as the resend of records an earlier send
+    wrote. A fresh batch (sequences past all the producer saw written) found in the window
+    was written by an earlier attempt of this very call, whose reply was lost: this send
+    wrote it."""
+    appended, sequenced = done.appended, done.sequenced
+    assert appended is not None
+    return appended.duplicate and not (sequenced is not None and sequenced.fresh)

@@ -18,6 +18,7 @@ gets its context through one bridge, :func:`context_of`:
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -153,15 +154,29 @@ class Context:
             return
         budget = self.budget_default()
         r = self.driver(budget.timeout).redis
+        # What the server does not let this user read (CONFIG renamed, INFO not granted by
+        # the library's own ACL rule) is not checked here: each write's wait is the judge
+        # (NotEnoughReplicas when it falls short or is refused).
+        appendonly: dict[str, str] = {}
+        appendfsync: dict[str, str] = {}
+        on_demand = True
         try:
             try:
                 r.execute_command("WAITAOF", 0, 0, 0)  # waits for nothing
                 has_waitaof = True
+            except redis.exceptions.NoPermissionError as exc:
+                raise ConfigurationError(
+                    f"acks='fsync' waits with WAITAOF, which this user may not run ({exc}): "
+                    "grant it (+waitaof, as fencing.acl.acl_rule does), or use "
+                    "acks='replicated' or 'leader'"
+                ) from exc
             except redis.exceptions.ResponseError:
                 has_waitaof = False
-            appendonly = _config_values(r, "appendonly")
-            appendfsync = _config_values(r, "appendfsync")
-            on_demand = all("valkey_version" in info for info in _server_infos(r))
+            with contextlib.suppress(redis.exceptions.ResponseError):
+                appendonly = _config_values(r, "appendonly")
+                appendfsync = _config_values(r, "appendfsync")
+            with contextlib.suppress(redis.exceptions.ResponseError):
+                on_demand = all("valkey_version" in info for info in _server_infos(r))
         except _UNREACHABLE as exc:
             raise Unavailable(f"cannot reach Redis to check acks='fsync': {exc}") from exc
         if not has_waitaof:

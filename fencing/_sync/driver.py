@@ -273,10 +273,15 @@ class Driver:
         parsed = call.parse(reply)
         assert durability is not None
         if isinstance(waited, redis.exceptions.ResponseError):
-            raise ConfigurationError(
+            # The write was applied: its outcome is unknown (never a refusal, which would
+            # tell that nothing was written and let its sequences be used again).
+            raise NotEnoughReplicas(
                 f"{call.script.name}: applied on the primary, but the server refused the "
                 f"acks={durability.acks!r} wait ({waited}). Use acks='leader', or a server "
-                "that has WAITAOF (Redis/Valkey 7.2+) with appendonly yes for acks='fsync'"
+                "that has WAITAOF (Redis/Valkey 7.2+) with appendonly yes for acks='fsync'",
+                acks=durability.acks,
+                wanted=durability.replicas if durability.acks == "replicated" else 1,
+                confirmed=0,
             )
         durability.check(call.script.name, waited)
         if resent:

@@ -398,9 +398,7 @@ class Producer(ProcessBound):
         >>> [md.offset for md in mds]                                    # doctest: +SKIP
         [10, 11]
         """
-        if self._status.fenced is not None:
-            raise self._status.fenced
-        if not self._status.opened or self._status.closed:
+        if self._status.fenced is None and (not self._status.opened or self._status.closed):
             self.open()  # opens, or raises for a closed producer
         records_list = as_records(records)
         batch = protocol.topic.encode_batch(records_list, self._meta.limits, checksum=False)
@@ -411,19 +409,23 @@ class Producer(ProcessBound):
     def _send(self, entry: Entry, partition: int) -> list[RecordMetadata]:
         """Queue an entry on its partition and wait for its answer (group commit)."""
         status = self._status
-        if status.fenced is not None:
-            raise status.fenced
-        if not status.opened or status.closed:
-            self.open()  # opens, or raises for a closed producer
-        self._check_process()
+        fenced = status.fenced
+        if fenced is None:
+            if not status.opened or status.closed:
+                self.open()  # opens, or raises for a closed producer
+            self._check_process()
         queue = self._queue_of(partition)
         check_expected_offset(entry.expected_offset)
         meter = queue.standing.meter
         started = time.monotonic()
         with telemetry.span("fencing.send", meter.send_span) as span:
             try:
+                if fenced is not None:
+                    raise fenced  # (counted: a zombie that keeps sending shows)
                 answer = queue.submit(entry)
             except BaseException as exc:
+                if exc is fenced:
+                    meter.records("fenced", entry.count)
                 meter.send_took(time.monotonic() - started, telemetry.outcome_of(exc))
                 raise
             outcome = "duplicate" if entry.duplicate else "written"
@@ -458,17 +460,20 @@ class Producer(ProcessBound):
         >>> offsets = [f.result().offset for f in futures]
         """
         status = self._status
-        if status.fenced is not None:
-            raise status.fenced
-        if not status.opened or status.closed:
-            self.open()
-        self._check_process()
+        fenced = status.fenced
+        if fenced is None:
+            if not status.opened or status.closed:
+                self.open()
+            self._check_process()
         future: runtime.Future[RecordMetadata] = runtime.new_future()
         entry = group_commit.encode_one(value, key, headers, self._meta.limits, future=future)
         if partition is None:
             key_bytes = None if key is None else entry.parts[1]
             partition = choose_partition(self.topic, key_bytes, None, self._round_robin)
         queue = self._queue_of(partition)
+        if fenced is not None:
+            queue.standing.meter.records("fenced", 1)  # (counted as the queued ones are)
+            raise fenced
         queue.enqueue(entry)
         if status.closed or status.fenced is not None:
             queue.withdraw(entry)  # close() or a fence came since the check above

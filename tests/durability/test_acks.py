@@ -17,10 +17,12 @@ import redis
 import fencing
 import fencing.aio
 from fencing import AccessMode
+from fencing.acl import acl_rule
 from fencing.embedded import EmbeddedServer
 
 from ..conftest import ServerInfo
 from ..support.flavours import Api
+from ..support.logs import read_values
 from ..support.polling import wait_until
 
 #: Also on Redis 8: WAIT and WAITAOF (Redis 7.0 has no WAITAOF).
@@ -203,6 +205,61 @@ async def test_fsync_under_appendfsync_no_is_refused(
     client = api.client(fresh_server.url, socket_timeout=3.0)
     with pytest.raises(fencing.ConfigurationError, match=r"appendfsync 'no'.* no wait ever"):
         await client.topic("t", partitions=1).producer(acks="fsync", lease_ttl=24.0)
+
+
+def test_a_write_whose_fsync_wait_the_server_refuses_is_unknown_and_then_settled(
+    fresh_server: ServerInfo, aof_server: redis.Redis
+) -> None:
+    """The append lands, then the server refuses its WAITAOF (appendonly turned off since
+    the open): the send's outcome is unknown (NotEnoughReplicas), never a refusal that
+    wrote nothing, so the next send settles it as landed and goes on after it."""
+    aof_server.config_set("appendfsync", "always")
+    client = fencing.Client.from_url(fresh_server.url, namespace="refused-wait")
+    topic = client.topic("t", partitions=1)
+    try:
+        with topic.producer(acks="fsync") as p:
+            assert p.send(b"a", partition=0).offset == 0
+            aof_server.config_set("appendonly", "no")
+            with pytest.raises(fencing.NotEnoughReplicas, match="refused"):
+                p.send(b"x", partition=0)
+            aof_server.config_set("appendonly", "yes")
+            assert p.send(b"y", partition=0).offset == 2
+        assert read_values(client, "t", 0) == [b"a", b"x", b"y"]
+    finally:
+        client.close()
+
+
+def test_fsync_works_for_a_user_with_the_librarys_own_acl_rule(
+    fresh_server: ServerInfo, aof_server: redis.Redis
+) -> None:
+    """The ACL rule the library documents grants no INFO: the open-time check still opens
+    (it cannot tell the server's kind, so each write's wait is the judge)."""
+    aof_server.config_set("appendfsync", "always")
+    aof_server.execute_command("ACL", "SETUSER", "fen", *acl_rule("acl", password="pw"))
+    url = fresh_server.url.replace("redis://", "redis://fen:pw@", 1)
+    client = fencing.Client.from_url(url, namespace="acl")
+    try:
+        with client.topic("t", partitions=1).producer(acks="fsync") as p:
+            assert p.send(b"durable", partition=0).offset == 0
+    finally:
+        client.close()
+
+
+def test_fsync_where_config_is_renamed_opens_and_each_wait_is_the_judge() -> None:
+    """A server with CONFIG renamed away (as managed services do): the configuration cannot
+    be read, so the handle opens and each write's WAITAOF says whether it was fsynced."""
+    args = ("--appendonly", "yes", "--appendfsync", "always", "--rename-command", "CONFIG", "")
+    try:
+        server = EmbeddedServer.start("valkey", extra_args=args)
+    except RuntimeError as exc:  # pragma: no cover - no valkey binary here
+        pytest.skip(f"no valkey-server: {exc}")
+    with server:
+        client = fencing.Client.from_url(server.url, namespace="ns", allow_eviction=True)
+        try:
+            with client.topic("t", partitions=1).producer(acks="fsync") as p:
+                assert p.send(b"durable", partition=0).offset == 0
+        finally:
+            client.close()
 
 
 async def test_bad_acks_are_refused_before_any_io(api: Api) -> None:

@@ -55,3 +55,29 @@ def test_no_attribute_carries_a_records_contents_or_a_keys_value(
     assert not [v for v in seen if SECRET in v]
     assert {s.name for s in spans} == {"fencing.send", "fencing.claim", "fencing.poll",
                                        "fencing.commit"}  # fmt: skip
+
+
+def test_each_partitions_lag_is_told_by_the_polls_that_reach_it_in_turn(
+    client: Client, recorded: Recorded, topic_name: str
+) -> None:
+    """The lag comes from a poll's own replies (no read of its own): a poll that stops at
+    ``max_records`` leaves the lag of a partition it did not reach as an earlier poll told
+    it, and polls start at each partition in turn, so the next poll tells it."""
+    topic = client.topic(topic_name, partitions=2)
+
+    def lag() -> dict[int, float]:
+        points = recorded.collect().matching("fencing.consumer.lag", {"fencing.topic": topic_name})
+        return {pt.attributes["fencing.partition"]: pt.value for pt in points}
+
+    with topic.producer() as p, topic.consumer("g", "m", partitions=[0, 1], start="earliest") as c:
+        assert c.poll(max_records=5) == [] and c.poll(max_records=5) == []
+        assert lag() == {0: 0, 1: 0}
+        p.send_batch([b"a"] * 10, partition=0)
+        p.send_batch([b"b"] * 10, partition=1)
+        first = c.poll(max_records=5)
+        (reached,) = {r.partition for r in first}
+        (other,) = {0, 1} - {reached}
+        assert lag() == {reached: 5, other: 0}  # the other one: as the last poll told it
+        second = c.poll(max_records=5)
+        assert {r.partition for r in second} == {other}
+        assert lag() == {reached: 5, other: 5}
