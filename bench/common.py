@@ -139,9 +139,17 @@ class RoundTrips:
         redis.connection.AbstractConnection.send_packed_command = self._original  # type: ignore[method-assign]
 
 
-def table(rows: list[tuple[str, str, str, str, str]]) -> str:
-    """A plain-text table: benchmark, fenced, baseline, ratio, target."""
-    head = ("benchmark", "redis-fencing", "baseline", "ratio", "target")
+def table(
+    rows: list[tuple[str, str, str, str, str]],
+    head: tuple[str, str, str, str, str] = (
+        "benchmark",
+        "redis-fencing",
+        "baseline",
+        "ratio",
+        "target",
+    ),
+) -> str:
+    """A plain-text table, by default: benchmark, fenced, baseline, ratio, target."""
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(5)]
     line = "  ".join("-" * w for w in widths)
     out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)), line]
