@@ -53,6 +53,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
+from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import Status, StatusCode
 
 from .errors import Fenced, FencingError, OutcomeUnknown
@@ -205,6 +206,30 @@ def tracing() -> bool:
     return _tracing_on
 
 
+#: Whether a provider was found set (it cannot be unset: the answer is kept). Set from the
+#: start where a provider is configured from the environment, or where this API keeps its
+#: globals elsewhere (then every call asks the API).
+_enabled = (
+    _FROM_ENVIRONMENT
+    or "OTEL_PYTHON_METER_PROVIDER" in os.environ
+    or not hasattr(_metrics_api, "_METER_PROVIDER")
+    or not hasattr(trace, "_TRACER_PROVIDER")
+)
+
+
+def enabled() -> bool:
+    """Whether the application set a MeterProvider or a TracerProvider. Until it has, the
+    hot paths skip their instruments altogether (the proxies would drop every measurement):
+    two reads of the API's globals, not a dozen no-op calls per send."""
+    global _enabled  # noqa: PLW0603 - set once a provider is found
+    if _enabled:
+        return True
+    if _metrics_api._METER_PROVIDER is None and trace._TRACER_PROVIDER is None:
+        return False
+    _enabled = True
+    return True
+
+
 def span(name: str, attributes: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
     """A span around a call, as the current span; its ``fencing.outcome`` is set from an
     exception that leaves it (the caller sets it otherwise). Without a TracerProvider,
@@ -333,25 +358,36 @@ def set_gauge(gauge: Any, value: float, attributes: Mapping[str, Any]) -> None:
         failed("set a gauge", exc)
 
 
-class PartitionMeter:
+class _Outcomes:
+    """Attributes with an outcome added, each dictionary built once (a hot path builds
+    none)."""
+
+    __slots__ = ("_base", "_by_outcome")
+
+    def __init__(self, base: dict[str, Any]) -> None:
+        self._base = base
+        self._by_outcome: dict[str, dict[str, Any]] = {}
+
+    def of(self, outcome: str) -> dict[str, Any]:
+        """The attributes with ``outcome``."""
+        attrs = self._by_outcome.get(outcome)
+        if attrs is None:
+            attrs = self._by_outcome[outcome] = {**self._base, OUTCOME: outcome}
+        return attrs
+
+
+class PartitionMeter(_Outcomes):
     """One partition's producer instruments, with their attributes built once (the send
     path builds no dictionary). An error of the SDK's is logged, never raised into a send."""
 
-    __slots__ = ("_by_outcome", "_instruments", "partition", "send_span")
+    __slots__ = ("_instruments", "partition", "send_span")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.partition = partition_attributes(topic, partition)
+        super().__init__(self.partition)
         #: The attributes a send's span starts with.
         self.send_span = {**self.partition, SCRIPT: "append"}
-        self._by_outcome: dict[str, dict[str, Any]] = {}
         self._instruments = instruments()
-
-    def of(self, outcome: str) -> dict[str, Any]:
-        """The partition's attributes with ``outcome``."""
-        attrs = self._by_outcome.get(outcome)
-        if attrs is None:
-            attrs = self._by_outcome[outcome] = {**self.partition, OUTCOME: outcome}
-        return attrs
 
     def records(self, outcome: str, count: int) -> None:
         """Count ``count`` records sent with ``outcome``."""
@@ -386,23 +422,16 @@ class PartitionMeter:
         add(self._instruments.id_refreshes, 1, self.partition)
 
 
-class LeaseMeter:
+class LeaseMeter(_Outcomes):
     """The lease instruments of one kind of holder (``producer``, ``owner``,
     ``election``, ``consumer``). An error of the SDK's is logged, never raised."""
 
-    __slots__ = ("_instruments", "_outcomes", "kind")
+    __slots__ = ("_instruments", "kind")
 
     def __init__(self, kind: str) -> None:
         self.kind = {KIND: kind}
-        self._outcomes: dict[str, dict[str, Any]] = {}
+        super().__init__(self.kind)
         self._instruments = instruments()
-
-    def of(self, outcome: str) -> dict[str, Any]:
-        """The kind's attributes with ``outcome``."""
-        attrs = self._outcomes.get(outcome)
-        if attrs is None:
-            attrs = self._outcomes[outcome] = {**self.kind, OUTCOME: outcome}
-        return attrs
 
     def renewed(self, outcome: str, seconds: float) -> None:
         """Count a renewal and how long it took."""

@@ -42,7 +42,6 @@ from .._runtime.tasks import cluster as runtime_cluster
 from .._runtime.tasks import primitives as runtime
 from .._runtime.tasks.connections import ScriptConnections
 from ..errors import (
-    ConfigurationError,
     FencingError,
     NotEnoughReplicas,
     OutcomeUnknown,

@@ -21,6 +21,7 @@ from collections import deque
 
 from .. import _group_commit as group_commit
 from .. import _protocol as protocol
+from .. import _telemetry as telemetry
 from .._durability import Durability
 from .._group_commit import Entry
 from .._protocol.topic import Appended, Sequenced
@@ -194,6 +195,7 @@ class GroupSend:
         batch = group_commit.merge_batches(group)
         p = standing.pk.partition
         idempotent = self.idempotent
+        metered = telemetry.enabled()
         fresh_pid = False
         while True:
             sequenced = Sequenced(
@@ -217,7 +219,8 @@ class GroupSend:
             sent_at = time.monotonic()
             done.batch, done.sequenced, done.sent_at = batch, sequenced, sent_at
             self.wake_answered()  # the callers of the last call run while it is out
-            standing.meter.call(len(group))
+            if metered:
+                standing.meter.call(len(group))
             try:
                 appended = await self._calls.execute(call, self._durability)
             except BaseException as exc:
@@ -249,8 +252,9 @@ class GroupSend:
             break
         done.appended = appended
         self._book(done)
-        duplicate = _resent(done)
-        standing.meter.records("duplicate" if duplicate else "written", batch.count)
+        duplicate = appended.duplicate and _resent(done)
+        if metered:
+            standing.meter.records("duplicate" if duplicate else "written", batch.count)
         self._answer_appended(group, appended, duplicate)
 
     def _book(self, done: Progress) -> None:

@@ -414,6 +414,10 @@ class Producer(ProcessBound):
             self._check_process()
         queue = self._queue_of(partition)
         check_expected_offset(entry.expected_offset)
+        if not telemetry.enabled():  # (nothing to record: no provider was set)
+            if fenced is not None:
+                raise fenced
+            return await queue.submit(entry)
         meter = queue.standing.meter
         started = time.monotonic()
         with telemetry.span("fencing.send", meter.send_span) as span:

@@ -44,7 +44,6 @@ from .._runtime.threads import cluster as runtime_cluster
 from .._runtime.threads import primitives as runtime
 from .._runtime.threads.connections import ScriptConnections
 from ..errors import (
-    ConfigurationError,
     FencingError,
     NotEnoughReplicas,
     OutcomeUnknown,
