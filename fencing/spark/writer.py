@@ -1,15 +1,15 @@
 """The Spark sink's executor side: write one Spark partition's rows, or verify them.
 
-Runs inside Spark tasks (``mapPartitionsWithIndex``), never on the driver's rows: each Python
-worker keeps one :class:`~fencing.Client` and one SHARED producer per (url, namespace,
-topic), made on first use and reused by every later task of that worker. The functions here
-take only picklable arguments (:class:`SinkConfig`, :class:`~fencing._protocol.sink.Lineage`).
+Runs inside Spark tasks, never on the driver's rows: each Python worker keeps one
+:class:`~fencing.Client` and one SHARED producer per (url, namespace, topic), made on first
+use and reused by every later task of that worker until it is idle (:mod:`.producers`). The
+functions here take only picklable arguments (:class:`SinkConfig`,
+:class:`~fencing._protocol.sink.Lineage`).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,11 +18,11 @@ from .. import _protocol as protocol
 from .._partitioner import partition_for_key
 from .._protocol.sink import CHAIN_START, Begun, Chunk, Lineage, chain
 from .._protocol.topic import EncodedBatch
-from .._sync.client import Client
 from .._sync.metadata import metadata_of
 from .._sync.producer import Producer, fenced_call
 from .._sync.topic import Topic
 from ..errors import CheckpointReset
+from . import producers
 from .rows import RowLayout, encode_row
 
 log = logging.getLogger("fencing.spark.sink")
@@ -53,37 +53,15 @@ class PartitionResult:
     per_target: dict[int, int] = field(default_factory=dict)
 
 
-_lock = threading.Lock()
-_cache: dict[tuple[str | None, str | None, str], tuple[Client, Topic, Producer]] = {}
-
-
 def shared_producer(config: SinkConfig) -> tuple[Topic, Producer]:
-    """This worker's topic and shared producer (a fenced or closed one is replaced)."""
-    key = (config.url, config.namespace, config.topic)
-    with _lock:
-        found = _cache.get(key)
-        if found is not None and not found[2].fenced:
-            return found[1], found[2]
-        if found is not None:
-            found[2].close()
-            client = found[0]
-        else:
-            client = Client.from_url(config.url, namespace=config.namespace)
-        topic = client.topic(config.topic)
-        producer = topic.producer(lease_ttl=config.lease_ttl)
-        producer.open()
-        _cache[key] = (client, topic, producer)
-        return topic, producer
+    """This worker's topic and shared producer for ``config`` (see :mod:`.producers`)."""
+    return producers.shared_producer(config.url, config.namespace, config.topic, config.lease_ttl)
 
 
 def forget(config: SinkConfig) -> None:
     """Drop this worker's topic and producer for ``config`` (the topic was deleted or made
     again): the next task opens it anew."""
-    with _lock:
-        found = _cache.pop((config.url, config.namespace, config.topic), None)
-    if found is not None:
-        found[2].close()
-        found[0].close()
+    producers.forget(config.url, config.namespace, config.topic)
 
 
 class _Target:

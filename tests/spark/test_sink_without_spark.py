@@ -15,13 +15,14 @@ from fencing import _protocol as protocol
 from fencing._protocol.sink import CHAIN_START, Chunk, Lineage, chain
 from fencing._protocol.topic import EncodedBatch
 from fencing._sync.producer import fenced_call
-from fencing.spark import ForeachBatchSink
+from fencing.spark import ForeachBatchSink, producers
 from fencing.spark.probe import executor_error, worker_failure
 from fencing.spark.rows import row_json
 from tests.support.internals import context_of, metadata_of
 
 from ..conftest import ServerInfo
 from ..support.logs import read_records
+from ..support.polling import wait_until
 
 
 def execute(client: fencing.Client, call):  # type: ignore[no-untyped-def]
@@ -278,3 +279,26 @@ def test_a_task_that_found_its_topic_gone_is_raised_as_unknown_topic() -> None:
     with pytest.raises(fencing.UnknownTopic, match="topic 'orders' does not exist") as info:
         sink._run(FailedJob())
     assert info.value.topic == "orders"
+
+
+def test_a_workers_producer_no_task_used_for_a_while_is_closed_and_its_lease_given_back(
+    client: fencing.Client, server: ServerInfo, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Python worker outlives the query that opened its shared producer: once no task has
+    used it for ``IDLE_SECONDS``, it is closed (no renewals, no lease held)."""
+    monkeypatch.setattr(producers, "IDLE_SECONDS", 0.3)
+    topic = client.topic("idle", partitions=1)
+    topic.open()
+    producers.shared_producer(server.url, namespace, "idle", lease_ttl=5.0)
+    with pytest.raises(fencing.ProducerBusy):  # the shared producer holds the lease
+        topic.producer(access_mode=fencing.AccessMode.EXCLUSIVE).open()
+
+    def exclusive() -> fencing.Producer | None:
+        try:
+            return topic.producer(access_mode=fencing.AccessMode.EXCLUSIVE).open()
+        except fencing.ProducerBusy:
+            return None
+
+    with wait_until(exclusive, timeout=10.0, what="the idle producer's lease given back") as p:
+        assert p.send(b"after", partition=0).offset == 0
+    assert (server.url, namespace, "idle") not in producers._cache
