@@ -48,7 +48,6 @@ pytestmark = pytest.mark.skipif(
 LOST = (fencing.StateLost, fencing.Fenced, fencing.LeaseExpired)
 
 
-
 @pytest.fixture(params=["sync", "async"])
 def flavor(request: pytest.FixtureRequest, own_cluster: EmbeddedCluster) -> Iterator[Api]:
     """Clients of one flavour on the module's cluster (closed by the conftest's hook)."""
@@ -84,6 +83,18 @@ def _shard(cluster: EmbeddedCluster, key: str) -> tuple[EmbeddedServer, Embedded
 
     wait_until(listed, 15, 0.02, what=f"a master and a replica listed for slot {slot}")
     return found[-1]
+
+
+def _cluster_view(*nodes: EmbeddedServer) -> str:
+    """What each node thinks of the cluster (for a failure's message)."""
+    views = []
+    for node in nodes:
+        try:
+            with redis.Redis(port=node.port, socket_timeout=2, decode_responses=True) as r:
+                views.append(f"{node.port}: {r.execute_command('CLUSTER', 'NODES')}")
+        except redis.RedisError as exc:
+            views.append(f"{node.port}: {exc!r}")
+    return "\n".join(views)
 
 
 def _role(node: EmbeddedServer) -> str:
@@ -131,7 +142,11 @@ class Cut:
             self.done = True
             assert sock.recv(64).startswith(b"+OK"), "CLUSTER FAILOVER TAKEOVER refused"
         wait_until(
-            lambda: _role(self.master) == "slave", 20, 0.02, what="the old master to step down"
+            lambda: _role(self.master) == "slave",
+            30,
+            0.02,
+            what="the old master to step down",
+            detail=lambda: _cluster_view(self.master, self.replica),
         )
         wait_until(
             lambda: _serves(self.cluster, self.key, self.replica), 10, 0.02, what="the new slot map"
