@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.script_cost
 
-``lua/append-7.lua`` has a fast path for the common send (``lua/include/append_fast.lua``)
+``lua/append-9.lua`` has a fast path for the common send (``lua/include/append_fast.lua``)
 and a general path behind it that runs whenever the fast path declines (see its header).
 Each row loads the script it measures, built from the includes (fencing._lua_loader): the
 full script; the fast path alone (its include by itself, answering an error where it would
@@ -64,7 +64,7 @@ def variants() -> dict[str, str]:
     """Every script to measure, by row name (the floor's added by the caller)."""
     full = script("append").source
     fast = script_of_includes(
-        "append", 7, ["append_fast"], f"return redis.error_reply('{DECLINED}')\n"
+        "append", 9, ["append_fast"], f"return redis.error_reply('{DECLINED}')\n"
     ).source
     out = {FULL: full, EXCLUSIVE: full, WIDE: full, FAST: fast}
     out.update(dict.fromkeys(DECLINES, fast))

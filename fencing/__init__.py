@@ -29,6 +29,7 @@ from ._sync.topic import Topic
 from .errors import (
     CheckpointReset,
     ConfigurationError,
+    DuplicateMessageId,
     DuplicateSequence,
     Fenced,
     FencingError,
@@ -88,6 +89,7 @@ __all__ = [
     "Client",
     "ConfigurationError",
     "Consumer",
+    "DuplicateMessageId",
     "DuplicateSequence",
     "Election",
     "Fenced",

@@ -68,6 +68,11 @@ CODES: dict[str, CodeSpec] = {
             "a sequence range already used by other records, or older than the window",
         ),
         CodeSpec(
+            "DUPLICATE_MESSAGE_ID",
+            ("known",),
+            "a call whose message ids are partly known: nothing was written",
+        ),
+        CodeSpec(
             "OUT_OF_ORDER_SEQUENCE",
             ("pid", "expected_seq", "first_seq"),
             "a gap in the producer's sequence",

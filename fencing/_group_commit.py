@@ -38,6 +38,7 @@ class Entry:
         "event",
         "expected_offset",
         "future",
+        "ids",
         "layout",
         "leading",
         "parts",
@@ -56,10 +57,14 @@ class Entry:
         *,
         event: Any = None,
         future: Any = None,
+        ids: bool = False,
     ) -> None:
         #: The batch, as an EncodedBatch holds it (without a checksum: merge_batches
         #: gives the call's batch one).
         self.count = count
+        #: Its records carry message ids: the call is answered by them, or refused, as a
+        #: unit of its own.
+        self.ids = ids
         self.layout = layout
         self.parts = parts
         self.checksum = ""
@@ -98,6 +103,7 @@ class Entry:
             expected_offset,
             event=event,
             future=future,
+            ids=bool(batch.units),
         )
 
     @property
@@ -133,13 +139,20 @@ def encode_one(
     *,
     event: Any = None,
     future: Any = None,
+    message_id: object = None,
 ) -> Entry:
     """The queue entry of one record (no checksum: the merged batch gets one), checked
     against ``limits`` before any I/O: what ``encode_batch`` makes of the record, without
-    building a :class:`Record` or a batch when it has no headers (this runs per send)."""
-    if headers is not None:
+    building a :class:`Record` or a batch when it has no headers or id (this runs per
+    send)."""
+    if headers is not None or message_id is not None:
         raw_key = None if key is None else to_bytes("key", key)
-        record = Record(to_bytes("value", value), raw_key, headers)  # type: ignore[arg-type]
+        record = Record(
+            to_bytes("value", value),
+            raw_key,
+            headers,  # type: ignore[arg-type]
+            message_id=message_id,  # type: ignore[arg-type]
+        )
         batch = encode_batch((record,), limits, checksum=False)
         return Entry.of(batch, expected_offset, event=event, future=future)
     raw = value if type(value) is bytes else to_bytes("value", value)
@@ -215,7 +228,8 @@ class _Batch(Protocol):
 def merge_batches(batches: Sequence[_Batch]) -> EncodedBatch:
     """One batch made of ``batches`` (encoded batches, or queue entries) in order: the
     very batch ``encode_batch`` makes of all their records (same layout, parts and
-    checksum; a batch encoded without its checksum gets it here)."""
+    checksum; a batch encoded without its checksum gets it here). Where records carry
+    message ids, each of ``batches`` is a unit of its own (``units``)."""
     if len(batches) == 1:
         one = batches[0]
         if one.checksum and isinstance(one, EncodedBatch):
@@ -224,7 +238,16 @@ def merge_batches(batches: Sequence[_Batch]) -> EncodedBatch:
     else:
         layout = "".join([b.layout for b in batches])
         parts = [part for b in batches for part in b.parts]
-    return EncodedBatch(len(layout), layout, parts, batch_digest(layout, parts))
+    units = ""
+    if any([_has_ids(b) for b in batches]):
+        units = ",".join([str(len(b.layout)) for b in batches])
+    return EncodedBatch(len(layout), layout, parts, batch_digest(layout, parts), units)
+
+
+def _has_ids(batch: _Batch) -> bool:
+    if isinstance(batch, Entry):
+        return batch.ids
+    return bool(getattr(batch, "units", ""))
 
 
 #: What answers futures: the futures of a group and their results or errors, in one call.
@@ -234,18 +257,50 @@ Give = Callable[[list[Any], list[object]], None]
 _GIVEN: list[RecordMetadata] = []
 
 
-def settle(
-    group: Sequence[Entry],
+def answered(
+    count: int,
     *,
     topic: str,
     partition: int,
     first_offset: int,
     epoch: int,
+    answers: dict[int, tuple[int, int]] | None,
+    duplicate: bool = False,
+) -> list[RecordMetadata]:
+    """The metadata of a call's ``count`` records: those ``answers`` names (answered by
+    their message ids) get their original's, marked duplicate; the others were written, in
+    order, from ``first_offset`` on (with ``duplicate``, by an earlier send: a resend
+    answered from the duplicate window, every record marked so).
+
+    >>> [(m.offset, m.duplicate) for m in answered(3, topic="t", partition=0,
+    ...     first_offset=10, epoch=2, answers={1: (4, 1)})]
+    [(10, False), (4, True), (11, False)]
+    """
+    if not answers and not duplicate:
+        return placed(topic, partition, first_offset, epoch, count)
+    answers = answers or {}
+    out: list[RecordMetadata] = []
+    offset = first_offset
+    for i in range(count):
+        original = answers.get(i)
+        if original is None:
+            out.append(RecordMetadata(topic, partition, offset, epoch, duplicate))
+            offset += 1
+        else:
+            out.append(RecordMetadata(topic, partition, original[0], original[1], True))
+    return out
+
+
+def settle(
+    group: Sequence[Entry],
+    metadata: list[RecordMetadata],
+    *,
     give: Give,
     chain: bool = False,
 ) -> Entry | None:
-    """Answer each entry of a group that landed at ``first_offset`` with its own records'
-    metadata (``give`` settles the futures, all in one call).
+    """Answer each entry of a group with its own records' slice of ``metadata`` (the
+    group's, in order: see :func:`answered`; ``give`` settles the futures, all in one
+    call).
 
     Waiting callers are woken at once, or with ``chain`` one after the other: the first
     is returned, not woken (its sender wakes it when it suits, see :func:`wake`), and each
@@ -255,7 +310,6 @@ def settle(
     on as it leaves. Threads share one interpreter lock: woken all
     at once, all but one would wake only to sleep again on it, twice the context switches
     of a chain."""
-    metadata = placed(topic, partition, first_offset, epoch, sum([e.count for e in group]))
     futures: list[Any] = []
     results: list[object] = []
     head: Entry | None = None

@@ -21,6 +21,8 @@ Layout (``ns`` is the client's namespace)::
     <ns>:{<topic>/<p>}:pidexp                 zset: PID -> last write (ms), for expiry
     <ns>:{<topic>/<p>}:names                  hash: producer name -> "pid generation"
     <ns>:{<topic>/<p>}:win                    hash: duplicate windows, "<pid>:<slot>" -> a batch
+    <ns>:{<topic>/<p>}:mids                   hash: message ids -> "<offset> <epoch> <ms>"
+    <ns>:{<topic>/<p>}:midq                   list: "<ms> <offset> <id>", oldest first
     <ns>:{<topic>/<p>}:committed              hash: single readers' committed offsets
     <ns>:{<topic>/<p>}:sink:<app>             hash: the Spark sink's dedupe state of one app
 
@@ -277,6 +279,8 @@ class PartitionKeys:
     __slots__ = (
         "base",
         "committed",
+        "message_id_queue",
+        "message_ids",
         "meta",
         "names",
         "owner",
@@ -317,6 +321,10 @@ class PartitionKeys:
         self.names = f"{base}:names"
         # Idempotent producers' duplicate windows: "<pid>:<slot>" -> one batch each.
         self.window = f"{base}:win"
+        # Application message ids (lua/include/message_ids.lua): where each landed, and the
+        # order in which they are forgotten.
+        self.message_ids = f"{base}:mids"
+        self.message_id_queue = f"{base}:midq"
         # Single readers' committed offsets, field <group> (and <group>#t: the committing
         # grant's token); their grants are the rows (<group>, "<topic>/<p>") of this slot.
         self.committed = f"{base}:committed"

@@ -174,7 +174,7 @@ def script_without(name: str, *includes: str) -> LuaScript:
 
 def script_of_includes(name: str, nkeys: int, includes: Sequence[str], then: str = "") -> LuaScript:
     """A script of the named includes (with the includes they name), in this order, then the
-    code ``then``: ``script_of_includes("append", 7, ["append_fast"], "return 0")`` is the
+    code ``then``: ``script_of_includes("append", 9, ["append_fast"], "return 0")`` is the
     append's fast path alone, answering 0 wherever it would hand over to the general path."""
     text = "".join(f'--- @include "{include}"\n' for include in includes) + then
     return _build(name, nkeys, text, lua_dir())

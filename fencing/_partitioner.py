@@ -84,11 +84,14 @@ def choose_partition(
 
 
 def batch_partition(topic: _Topic, batch: list[Record], expected_offset: int | None) -> int:
-    """The partition of a batch sent without ``partition=``: its one key's."""
+    """The partition of a batch sent without ``partition=``: its one key's (a single
+    record without a key: its message id's, if it has one)."""
     if topic.partitions == 1:
         return 0
     keys = {r.key for r in batch}
     (first_key,) = keys if len(keys) == 1 else (None,)
+    if first_key is None and len(batch) == 1 and batch[0].message_id is not None:
+        first_key = batch[0].message_id.encode("utf-8")
     if first_key is not None and expected_offset is None:
         return topic.partition_for(first_key)
     raise InvalidArgument(

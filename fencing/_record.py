@@ -19,6 +19,8 @@ EMPTY_HEADERS: Mapping[str, bytes] = MappingProxyType({})
 _EMPTY = EMPTY_HEADERS
 MAX_HEADERS = 1024
 MAX_HEADER_NAME = 1024
+#: The longest message id, in UTF-8 bytes.
+MAX_MESSAGE_ID = 1024
 
 
 def to_bytes(what: str, value: object) -> bytes:
@@ -56,6 +58,24 @@ def _headers(headers: object) -> Mapping[str, bytes]:
     return MappingProxyType(out) if out else _EMPTY
 
 
+def check_message_id(message_id: object) -> str:
+    """A message id as given, checked: a non-empty ``str`` of at most
+    :data:`MAX_MESSAGE_ID` UTF-8 bytes."""
+    if type(message_id) is not str:
+        raise InvalidArgumentType(
+            f"message_id must be a str, got {type(message_id).__name__}: the application's "
+            "own id of the record (its input position, an order id), as text"
+        )
+    if not message_id:
+        raise InvalidArgument("message_id must be non-empty: pass None for a record without one")
+    if len(message_id) > MAX_MESSAGE_ID // 4 and len(message_id.encode("utf-8")) > MAX_MESSAGE_ID:
+        raise RecordTooLarge(
+            f"message_id {message_id[:40]!r}... is over {MAX_MESSAGE_ID} bytes: use a shorter "
+            "id (a digest of a long one, say)"
+        )
+    return message_id
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     """One record: what you send, and what a reader returns (then with its position).
@@ -67,6 +87,13 @@ class Record:
 
     On records read back, ``topic``, ``partition``, ``offset``, ``epoch``, ``producer_id``
     and ``timestamp_ms`` (server time of the append) are set.
+
+    ``message_id`` is the application's own id of the record: a record whose id was already
+    appended to its partition within the topic's id window is not appended again (its send
+    returns the original's metadata, with ``duplicate`` set).
+
+    >>> Record(b"row 41", message_id="input-0/41").message_id
+    'input-0/41'
     """
 
     value: bytes
@@ -78,6 +105,7 @@ class Record:
     epoch: int | None = None
     producer_id: int | None = None
     timestamp_ms: int | None = None
+    message_id: str | None = None
 
     def __post_init__(self) -> None:
         if type(self.value) is not bytes:
@@ -86,20 +114,29 @@ class Record:
             object.__setattr__(self, "key", to_bytes("key", self.key))
         if self.headers is not _EMPTY:
             object.__setattr__(self, "headers", _headers(self.headers))
+        if self.message_id is not None:
+            check_message_id(self.message_id)
 
     @property
     def size(self) -> int:
-        """Bytes this record counts against the limits (value, key, encoded headers).
+        """Bytes this record counts against the limits (value, key, encoded headers,
+        message id).
 
         >>> fencing.Record(b"hello", key=b"k", headers={"h": b"v"}).size
         16
         """
-        return len(self.value) + len(self.key or b"") + len(encode_headers(self.headers))
+        size = len(self.value) + len(self.key or b"") + len(encode_headers(self.headers))
+        return size + len(self.message_id.encode("utf-8")) if self.message_id else size
 
 
 @dataclass(frozen=True, slots=True)
 class RecordMetadata:
     """Where an appended record landed.
+
+    ``duplicate`` is True for a record this send did not append because it had landed
+    before: its ``message_id`` was appended before, or the send resent an idempotent
+    producer's batch that landed before. The offset and epoch are the original's. It is
+    not part of equality: a record's metadata is where it is.
 
     >>> RecordMetadata("orders", 0, 41, 3).offset
     41
@@ -109,6 +146,7 @@ class RecordMetadata:
     partition: int
     offset: int
     epoch: int
+    duplicate: bool = field(default=False, compare=False)
 
 
 class _Placing:
@@ -121,6 +159,7 @@ class _Placing:
     partition: Any
     offset: Any
     epoch: Any
+    duplicate: Any
 
 
 def placed(
@@ -141,6 +180,7 @@ def placed(
         md.partition = partition
         md.offset = offset
         md.epoch = epoch
+        md.duplicate = False
         md.__class__ = RecordMetadata
         out.append(md)
     return out

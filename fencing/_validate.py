@@ -138,6 +138,39 @@ def validate_state_ttl(value: object) -> float:
     return float(value)
 
 
+#: The message id window a topic may keep: up to a million ids per partition, for up to
+#: 7 days (at least a second: judged by the server's clock in milliseconds).
+MAX_MESSAGE_ID_WINDOW = 1_000_000
+MAX_MESSAGE_ID_TTL = 7 * 24 * 3600.0
+
+
+def message_id_window_arg(window: object, ttl: object) -> tuple[int | None, int | None]:
+    """A topic's ``message_id_window`` and ``message_id_ttl`` (seconds) checked: the count,
+    and the age in ms (None where not given), else a typed error.
+
+    >>> message_id_window_arg(500, 60)
+    (500, 60000)
+    """
+    if window is not None:
+        check_int("message_id_window", window, minimum=1)
+        assert isinstance(window, int)
+        if window > MAX_MESSAGE_ID_WINDOW:
+            raise InvalidArgument(
+                f"message_id_window={window} is over the limit of {MAX_MESSAGE_ID_WINDOW} ids "
+                "per partition: each id kept costs about 150 bytes of Redis memory"
+            )
+    ttl_ms = None
+    if ttl is not None:
+        seconds = seconds_arg(ttl, "message_id_ttl")
+        if not 1.0 <= seconds <= MAX_MESSAGE_ID_TTL:
+            raise InvalidArgument(
+                f"message_id_ttl must be between 1 and {MAX_MESSAGE_ID_TTL:g} seconds (7 days), "
+                f"got {ttl!r}"
+            )
+        ttl_ms = round(seconds * 1000)
+    return window, ttl_ms
+
+
 def seconds_arg(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgumentType(f"{name} must be a number of seconds, got {type(value).__name__}")

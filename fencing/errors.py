@@ -23,6 +23,7 @@ attributes. The tree::
     ├── OffsetMismatch                       expected_offset was not the next offset (G3)
     ├── OffsetOutOfRange                     an offset before the log start or past its end
     ├── DuplicateSequence                    a sequence range reused by other records (G5)
+    ├── DuplicateMessageId                   a call whose message ids are partly known (G5)
     ├── OutOfOrderSequence                   a gap in a producer's sequence (G5)
     ├── UnknownProducerId                    producer state expired while a batch was pending
     ├── SinkError                            the Spark sink refused a micro-batch
@@ -42,10 +43,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._grant import Grant
+    from ._record import RecordMetadata
 
 __all__ = [
     "CheckpointReset",
     "ConfigurationError",
+    "DuplicateMessageId",
     "DuplicateSequence",
     "Fenced",
     "FencingError",
@@ -467,6 +470,35 @@ class DuplicateSequence(FencingError):
         self.first_sequence = first_sequence
         self.last_sequence = last_sequence
         self.reason = reason
+        self.topic = topic
+        self.partition = partition
+
+
+class DuplicateMessageId(FencingError):
+    """Some of a call's message ids were appended before and others were not; nothing of
+    the call was written.
+
+    A call (``send``, ``send_batch``, ``send_async``) is answered by its message ids only
+    when every record's id is known: then its records are not appended again and each gets
+    its original's metadata (``duplicate`` set). ``known`` maps the index of each record
+    of the call whose id is known to that original's metadata; send the others again.
+
+    >>> try:
+    ...     producer.send_batch(records, partition=0)
+    ... except fencing.DuplicateMessageId as exc:
+    ...     rest = [r for i, r in enumerate(records) if i not in exc.known]  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        known: Mapping[int, RecordMetadata],
+        topic: str = "",
+        partition: int = -1,
+    ) -> None:
+        super().__init__(message)
+        self.known = dict(known)
         self.topic = topic
         self.partition = partition
 

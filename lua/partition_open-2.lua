@@ -11,8 +11,10 @@
   ARGV[6]  pidexp      the topic's producer state expiry (ms), stored if the partition is
                        created now (scripts on the partition read it from here)
   ARGV[7]  dedupw      the topic's duplicate window (batches), stored likewise
+  ARGV[8]  midw        the topic's message id window: count (ids), stored likewise
+  ARGV[9]  midttl      and age (ms), stored likewise
 
-  Returns {incarnation, next, start, maxlen, pidexp, dedupw}.
+  Returns {incarnation, next, start, maxlen, pidexp, dedupw, midw, midttl}.
   Errors: STATE_LOST (missing after the topic was ready, another incarnation, a partition of
     another topic incarnation, or records left without their metadata),
     TOPIC_DELETING (its topic is being deleted), WRONG_TYPE.
@@ -22,11 +24,15 @@
 local key = KEYS[1]
 local topic_inc, new_inc, create, seen_inc, maxlen = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local pidexp, dedupw = int_arg(ARGV[6]), int_arg(ARGV[7])
+local midw, midttl = int_arg(ARGV[8]), int_arg(ARGV[9])
 if pidexp == nil or pidexp < 1000 then
   return fail(E.BAD_ARGUMENT, 'pidexp', ARGV[6])
 end
 if dedupw == nil or dedupw < 1 then
   return fail(E.BAD_ARGUMENT, 'dedupw', ARGV[7])
+end
+if midw == nil or midw < 1 or midttl == nil or midttl < 1000 then
+  return fail(E.BAD_ARGUMENT, 'midw/midttl', ARGV[8] .. '/' .. ARGV[9])
 end
 
 local t = key_type(key)
@@ -60,12 +66,12 @@ if t == 'none' then
   end
   local m = tonumber(maxlen) or 0
   redis.call('HSET', key, 'inc', new_inc, 'topic_inc', topic_inc, 'next', 0, 'start', 0,
-    'maxlen', m, 'pidexp', pidexp, 'dedupw', dedupw)
-  return {new_inc, 0, 0, m, pidexp, dedupw}
+    'maxlen', m, 'pidexp', pidexp, 'dedupw', dedupw, 'midw', midw, 'midttl', midttl)
+  return {new_inc, 0, 0, m, pidexp, dedupw, midw, midttl}
 end
 
 local v = redis.call('HMGET', key, 'inc', 'topic_inc', 'next', 'start', 'maxlen', 'pidexp',
-  'dedupw')
+  'dedupw', 'midw', 'midttl')
 if v[2] ~= topic_inc then
   return fail(E.STATE_LOST, 'topic', topic_inc, tostring(v[2]))
 end
@@ -80,4 +86,5 @@ if maxlen ~= '' and tonumber(maxlen) ~= m then
   redis.call('HSET', key, 'maxlen', m)
 end
 return {v[1], tonumber(v[3]), tonumber(v[4]), m, tonumber(v[6] or DEFAULT_PID_EXPIRY_MS),
-  tonumber(v[7] or DEFAULT_DEDUP_WINDOW)}
+  tonumber(v[7] or DEFAULT_DEDUP_WINDOW), tonumber(v[8] or DEFAULT_MESSAGE_ID_WINDOW),
+  tonumber(v[9] or DEFAULT_MESSAGE_ID_TTL_MS)}

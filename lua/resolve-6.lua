@@ -28,10 +28,11 @@
   Producer state expires after the partition's own expiry (its metadata's pidexp); the
   window is the partition's own size (dedupw).
 
-  Returns {landed, first_offset, generation, next_sequence, epoch}: landed 1 with the original
-    first offset and the epoch its records carry (a newer incarnation may have written it,
-    resent under its own epoch; -1 once retention trimmed it away), or 0 (first_offset -1,
-    epoch -1) with the new generation and the sequence to continue at.
+  Returns {landed, first_offset, generation, next_sequence, epoch[, answers]}: landed 1 with
+    the original first offset and the epoch its records carry (a newer incarnation may have
+    written it, resent under its own epoch; -1 once retention trimmed it away), and the
+    records its call answered by their message ids ('' for none; see append-9.lua), or 0
+    (first_offset -1, epoch -1) with the new generation and the sequence to continue at.
   An expired state still stored answers by itself: the batch in its window landed; a batch
   past its last sequence never did (the state is created one generation up, to go on at
   the batch's sequence). With no state stored, a pending fresh batch sent less than half
@@ -79,7 +80,7 @@ if state ~= nil and first_s <= state.s then
   local seen
   seen, bad = judge_resend(win, pid, state.b, window, state.s, first_s, last_s, digest)
   if bad then return bad end
-  return {1, seen[4], state.g, state.s + 1, tonumber(written_epoch(stream, seen[4]))}
+  return {1, seen[4], state.g, state.s + 1, tonumber(written_epoch(stream, seen[4])), seen[5]}
 end
 if state ~= nil and live then
   if state.g == pid_gen + 1 and state.o == session then

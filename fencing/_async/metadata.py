@@ -23,7 +23,13 @@ from .. import _forks as forks
 from .. import _protocol as protocol
 from .._keys import PartitionKeys, slot_of
 from .._partitioner import partition_for_key
-from .._protocol.topic import DEFAULT_DEDUP_WINDOW, PartitionInfo, TopicInfo
+from .._protocol.topic import (
+    DEFAULT_DEDUP_WINDOW,
+    DEFAULT_MESSAGE_ID_TTL_MS,
+    DEFAULT_MESSAGE_ID_WINDOW,
+    PartitionInfo,
+    TopicInfo,
+)
 from .._record import Limits
 from .._runtime.tasks import primitives as runtime
 from .._validate import check_int
@@ -52,6 +58,7 @@ class TopicMetadata:
         max_len: int | None,
         producer_state_ttl: float | None,
         dedup_window: int | None,
+        message_id_window: tuple[int | None, int | None] = (None, None),
     ) -> None:
         self.context = context
         self.name = name
@@ -63,6 +70,7 @@ class TopicMetadata:
         self._max_len = max_len
         self._state_ttl_requested = producer_state_ttl
         self._window_requested = dedup_window
+        self._ids_requested = message_id_window
         self._lock = runtime.io_lock()
         self._info: TopicInfo | None = None
         self._parts: list[PartitionKeys] = []
@@ -104,6 +112,8 @@ class TopicMetadata:
                 seen="",
                 pid_expiry_ms=round(configured * 1000),
                 dedup_window=self._window_requested or DEFAULT_DEDUP_WINDOW,
+                message_id_window=self._ids_requested[0] or DEFAULT_MESSAGE_ID_WINDOW,
+                message_id_ttl_ms=self._ids_requested[1] or DEFAULT_MESSAGE_ID_TTL_MS,
             ),
             self.budget,
         )
@@ -114,6 +124,7 @@ class TopicMetadata:
                 f"fixed when it was created; dedup_window={self._window_requested} cannot change "
                 "it for the producers of other clients: omit dedup_window, or use another topic"
             )
+        self._check_id_window(info)
         parts = [context.keys.partition(self.name, p) for p in range(info.partitions)]
         incs = [""] * info.partitions
         nexts = [0] * info.partitions
@@ -129,6 +140,8 @@ class TopicMetadata:
                     max_len=self._max_len,
                     pid_expiry_ms=info.pid_expiry_ms,
                     dedup_window=info.dedup_window,
+                    message_id_window=info.message_id_window,
+                    message_id_ttl_ms=info.message_id_ttl_ms,
                 ),
                 self.budget,
             )
@@ -141,6 +154,19 @@ class TopicMetadata:
             )
         self._parts, self._incs, self._seen_next = parts, incs, nexts
         self._info = info
+
+    def _check_id_window(self, info: TopicInfo) -> None:
+        window, ttl_ms = self._ids_requested
+        if window not in (None, info.message_id_window) or ttl_ms not in (
+            None,
+            info.message_id_ttl_ms,
+        ):
+            raise InvalidArgument(
+                f"topic {self.name!r} remembers {info.message_id_window} message ids per "
+                f"partition for {info.message_id_ttl_ms / 1000:g}s, fixed when it was created; "
+                "message_id_window and message_id_ttl cannot change that for the producers of "
+                "other clients: omit them, or use another topic"
+            )
 
     def _check_state_ttl(self, stored_ms: int, configured: float, *, explicit: bool) -> None:
         if stored_ms == round(configured * 1000):

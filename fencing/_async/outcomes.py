@@ -185,10 +185,14 @@ class Outcomes:
         if resolved.landed:
             # The epoch its records carry: a successor may have written it, under its own.
             epoch = resolved.epoch if resolved.epoch >= 0 else standing.writer.epoch
-            result = [
-                RecordMetadata(self._meta.name, pk.partition, resolved.first_offset + i, epoch)
-                for i in range(pending.records)
-            ]
+            result = group_commit.answered(
+                pending.records,
+                topic=self._meta.name,
+                partition=pk.partition,
+                first_offset=resolved.first_offset,
+                epoch=epoch,
+                answers=resolved.answers,
+            )
         superseded = resolved.generation > pending.generation + (0 if resolved.landed else 1)
         if not superseded:
             standing.generation = resolved.generation

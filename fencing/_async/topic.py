@@ -17,7 +17,7 @@ from .._protocol.topic import MAX_DEDUP_WINDOW
 from .._record import DEFAULT_LIMITS, Limits
 from .._runtime.tasks import primitives as runtime
 from .._state import ProducerState
-from .._validate import check_int, validate_state_ttl
+from .._validate import check_int, message_id_window_arg, validate_state_ttl
 from ..errors import InvalidArgument
 from .consumer import Consumer, open_consumer
 from .context import Context
@@ -51,7 +51,11 @@ class Topic:
     from with its original offsets; also fixed at creation (another explicit value for an
     existing topic raises :class:`~fencing.InvalidArgument`). A resend older than the window
     is refused with :class:`~fencing.DuplicateSequence` (``reason="older-than-window"``),
-    writing nothing. ``max_len`` keeps at most that many records per
+    writing nothing. ``message_id_window`` (ids per partition, default 10,000, up to
+    1,000,000) and ``message_id_ttl`` (seconds, default 3,600, up to 7 days, by server
+    time) bound how long a record's ``message_id`` is remembered: a record whose id was
+    appended within both is not appended again. Fixed at creation likewise; a topic
+    created before they were kept has the defaults. ``max_len`` keeps at most that many records per
     partition (older ones are trimmed on append; offsets never change). ``max_record_bytes``,
     ``max_batch_records`` and ``max_batch_bytes`` bound what one send may carry.
     """
@@ -68,6 +72,8 @@ class Topic:
         max_batch_bytes: int = DEFAULT_LIMITS.max_batch_bytes,
         producer_state_ttl: float | None = None,
         dedup_window: int | None = None,
+        message_id_window: int | None = None,
+        message_id_ttl: float | None = None,
     ) -> None:
         self.name = validate_name("topic", name)
         if partitions is not None:
@@ -85,6 +91,7 @@ class Topic:
                     "batches: a window that large costs every producer "
                     "that much memory per partition"
                 )
+        id_window = message_id_window_arg(message_id_window, message_id_ttl)
         self._requested = partitions
         self.limits = Limits(max_record_bytes, max_batch_records, max_batch_bytes)
         self._meta = TopicMetadata(
@@ -95,6 +102,7 @@ class Topic:
             max_len=max_len,
             producer_state_ttl=state_ttl,
             dedup_window=dedup_window,
+            message_id_window=id_window,
         )
         bind(self, self._meta)
 
@@ -133,6 +141,18 @@ class Topic:
         """
         runtime.require_open(self)
         return self._meta.info.dedup_window
+
+    @property
+    def message_id_window(self) -> tuple[int, float]:
+        """How many message ids per partition are remembered, and for how many seconds
+        (fixed at creation; the topic must be open).
+
+        >>> (await client.topic("orders").open()).message_id_window      # doctest: +SKIP
+        (10000, 3600.0)
+        """
+        runtime.require_open(self)
+        info = self._meta.info
+        return info.message_id_window, info.message_id_ttl_ms / 1000.0
 
     @property
     def partitions(self) -> int:

@@ -51,6 +51,8 @@ def partition_delete(pk: PartitionKeys, topic_incarnation: str, step: str) -> Sc
             pk.names,
             pk.window,
             pk.committed,
+            pk.message_ids,
+            pk.message_id_queue,
         ),
         args=(topic_incarnation, step),
         parse=lambda reply: int(reply) == 1,

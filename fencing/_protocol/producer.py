@@ -18,7 +18,7 @@ from ..errors import (
     UnknownProducerId,
 )
 from .base import ErrorReply, ScriptCall, generic_error
-from .topic import DEFAULT_DEDUP_WINDOW, partition_errors, topic_errors
+from .topic import DEFAULT_DEDUP_WINDOW, parse_answers, partition_errors, topic_errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +217,13 @@ def producer_errors(pk: PartitionKeys) -> Any:
                 topic=pk.topic,
                 partition=pk.partition,
             )
-        if reply.code in ("STATE_LOST", "WRONG_TYPE", "OFFSET_MISMATCH", "BAD_ARGUMENT"):
+        if reply.code in (
+            "STATE_LOST",
+            "WRONG_TYPE",
+            "OFFSET_MISMATCH",
+            "BAD_ARGUMENT",
+            "DUPLICATE_MESSAGE_ID",
+        ):
             return fallback(reply)  # type: ignore[no-any-return]
         return generic_error(reply)
 
@@ -406,6 +412,9 @@ class Resolved:
     #: The epoch the landed batch's records carry (a newer incarnation of the PID may have
     #: written it under its own); -1 when it did not land, or retention trimmed it away.
     epoch: int = -1
+    #: The records of the landed batch that callers' calls answered by their message ids
+    #: (see :class:`~fencing._protocol.topic.Appended`).
+    answers: dict[int, tuple[int, int]] | None = None
 
 
 def resolve(
@@ -425,8 +434,16 @@ def resolve(
     Idempotent: a retry after a lost reply gets the first attempt's answer."""
 
     def parse(reply: list[Any]) -> Resolved:
-        landed, first, gen, nxt, epoch = reply
-        return Resolved(int(landed) == 1, int(first), int(gen), int(nxt), int(epoch))
+        landed, first, gen, nxt, epoch = reply[:5]
+        answers = text(reply[5]) if len(reply) > 5 else ""
+        return Resolved(
+            int(landed) == 1,
+            int(first),
+            int(gen),
+            int(nxt),
+            int(epoch),
+            parse_answers(answers) if answers else None,
+        )
 
     return ScriptCall(
         script=script("resolve"),

@@ -111,18 +111,22 @@ def _records(pk: PartitionKeys, entries: list[Any]) -> list[Record]:
     pid: int | None = None
     for offset, (_, raw_fields) in zip(offsets, entries, strict=True):
         size = len(raw_fields) if type(raw_fields) is list else 0
+        message_id = None
         if size == 8:
             tn, t, en, e, pn, p, vn, value = raw_fields
             key, headers = None, empty
             if tn != b"t" or en != b"e" or pn != b"p" or vn != b"v":
                 t, e, p, value, key, headers = _fields(raw_fields)
+                message_id = _message_id(raw_fields)
         elif size == 10:
             tn, t, en, e, pn, p, vn, value, kn, key = raw_fields
             headers = empty
             if tn != b"t" or en != b"e" or pn != b"p" or vn != b"v" or kn != b"k":
                 t, e, p, value, key, headers = _fields(raw_fields)
+                message_id = _message_id(raw_fields)
         else:
             t, e, p, value, key, headers = _fields(raw_fields)
+            message_id = _message_id(raw_fields)
         if t != last_t:
             ts, last_t = int(t), t
         if e != last_e:
@@ -139,6 +143,7 @@ def _records(pk: PartitionKeys, entries: list[Any]) -> list[Record]:
         record.epoch = epoch
         record.producer_id = pid
         record.timestamp_ms = ts
+        record.message_id = message_id
         record.__class__ = record_class
         out.append(record)
     return out
@@ -162,6 +167,16 @@ def _fields(raw_fields: Any) -> tuple[bytes, bytes, bytes | None, bytes, Any, An
         get(b"k"),
         decode_headers(headers) if headers else EMPTY_HEADERS,
     )
+
+
+def _message_id(raw_fields: Any) -> str | None:
+    """The message id of an entry in any layout (field ``m``), or None."""
+    if isinstance(raw_fields, dict):
+        raw = raw_fields.get(b"m")
+    else:
+        # The append script writes it last.
+        raw = raw_fields[-1] if len(raw_fields) >= 2 and raw_fields[-2] == b"m" else None
+    return None if raw is None else text(raw)
 
 
 def _entry_offset(entry_id: Any) -> int | None:
@@ -193,6 +208,7 @@ class _Building:
     epoch: Any
     producer_id: Any
     timestamp_ms: Any
+    message_id: Any
 
 
 def _check_building() -> None:

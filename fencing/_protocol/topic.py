@@ -10,9 +10,10 @@ from typing import Any
 
 from .._keys import PartitionKeys
 from .._lua_loader import script
-from .._record import DEFAULT_LIMITS, Limits, Record, encode_headers
+from .._record import DEFAULT_LIMITS, Limits, Record, RecordMetadata, encode_headers
 from .._text import text
 from ..errors import (
+    DuplicateMessageId,
     DuplicateSequence,
     FencingError,
     InvalidArgument,
@@ -33,6 +34,10 @@ DEFAULT_DEDUP_WINDOW = 5
 #: The largest duplicate window a topic may have (Redis 8.6's XADD IDMP keeps up to 10,000
 #: ids per producer).
 MAX_DEDUP_WINDOW = 10_000
+#: Message id window of topics created before it was kept, and the default of new ones: the
+#: ids of the last 10,000 records per partition, for an hour (by server time).
+DEFAULT_MESSAGE_ID_WINDOW = 10_000
+DEFAULT_MESSAGE_ID_TTL_MS = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,9 @@ class TopicInfo:
     pid_expiry_ms: int = DEFAULT_PID_EXPIRY_MS
     #: Duplicate window of the topic (batches), fixed when it was created.
     dedup_window: int = DEFAULT_DEDUP_WINDOW
+    #: Message id window of the topic, by count and by age (ms), fixed when it was created.
+    message_id_window: int = DEFAULT_MESSAGE_ID_WINDOW
+    message_id_ttl_ms: int = DEFAULT_MESSAGE_ID_TTL_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +67,8 @@ class PartitionInfo:
     max_len: int = 0
     pid_expiry_ms: int = DEFAULT_PID_EXPIRY_MS
     dedup_window: int = DEFAULT_DEDUP_WINDOW
+    message_id_window: int = DEFAULT_MESSAGE_ID_WINDOW
+    message_id_ttl_ms: int = DEFAULT_MESSAGE_ID_TTL_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +77,10 @@ class Appended:
 
     ``duplicate`` is True when this exact batch had landed before: nothing was written and
     the offsets are the ones it got the first time (G5).
+
+    ``answers`` holds the records that callers' calls answered by their message ids, by
+    index in the batch: their original (offset, epoch). They were not written; the batch's
+    other records took the offsets from ``first_offset`` on, in order.
     """
 
     first_offset: int
@@ -76,6 +90,7 @@ class Appended:
     #: The epoch the records carry (for a duplicate, the one they were first written in;
     #: -1 when retention removed them since).
     epoch: int = -1
+    answers: dict[int, tuple[int, int]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +155,20 @@ def _state_lost(where: str, key: str, reply: ErrorReply) -> StateLost:
     )
 
 
+def parse_answers(raw: str) -> dict[int, tuple[int, int]]:
+    """Records answered by their message ids, ``"i:offset:epoch,..."``, as
+    ``{i: (offset, epoch)}``.
+
+    >>> parse_answers("0:41:3,2:7:1")
+    {0: (41, 3), 2: (7, 1)}
+    """
+    out: dict[int, tuple[int, int]] = {}
+    for item in raw.split(","):
+        i, offset, epoch = item.split(":")
+        out[int(i)] = (int(offset), int(epoch))
+    return out
+
+
 def topic_errors(topic: str, key: str) -> Any:
     def convert(reply: ErrorReply) -> FencingError:
         if reply.code == "UNKNOWN_TOPIC":
@@ -187,11 +216,36 @@ def partition_errors(pk: PartitionKeys) -> Any:
             )
         if reply.code == "OFFSET_OUT_OF_RANGE":
             return out_of_range(pk, reply.int("requested"), reply.int("start"), reply.int("end"))
+        if reply.code == "DUPLICATE_MESSAGE_ID":
+            return duplicate_ids(pk, parse_answers(reply.fields["known"]))
         if reply.code == "STATE_LOST":
             return _state_lost(where, pk.meta, reply)
         return generic_error(reply)
 
     return convert
+
+
+def duplicate_ids(
+    pk: PartitionKeys, known: dict[int, tuple[int, int]], count: int | None = None
+) -> DuplicateMessageId:
+    """The DuplicateMessageId of a call (``count`` records, if known) whose message ids
+    are partly known: ``known`` by index in the call, their (offset, epoch)."""
+    metadata = {
+        i: RecordMetadata(pk.topic, pk.partition, offset, epoch, True)
+        for i, (offset, epoch) in sorted(known.items())
+    }
+    which = ", ".join(f"record {i} (offset {md.offset})" for i, md in list(metadata.items())[:5])
+    more = f" and {len(metadata) - 5} more" if len(metadata) > 5 else ""
+    of = f" of {count}" if count is not None else ""
+    return DuplicateMessageId(
+        f"partition {pk.partition} of topic {pk.topic!r}: {len(metadata)}{of} records of this "
+        f"call carry message ids appended before ({which}{more}), the others do not; nothing "
+        "was written. A call is answered by its ids only when every id is known: send the "
+        "records whose ids are not in exc.known again, alone",
+        known=metadata,
+        topic=pk.topic,
+        partition=pk.partition,
+    )
 
 
 def out_of_range(pk: PartitionKeys, requested: int, start: int, end: int) -> OffsetOutOfRange:
@@ -224,14 +278,23 @@ def topic_open(
     seen: str,
     pid_expiry_ms: int,
     dedup_window: int = DEFAULT_DEDUP_WINDOW,
+    message_id_window: int = DEFAULT_MESSAGE_ID_WINDOW,
+    message_id_ttl_ms: int = DEFAULT_MESSAGE_ID_TTL_MS,
 ) -> ScriptCall[TopicInfo]:
-    """Open (and on first use create, with ``pid_expiry_ms`` and ``dedup_window``) a topic's
-    metadata."""
+    """Open (and on first use create, with ``pid_expiry_ms``, ``dedup_window`` and the
+    message id window) a topic's metadata."""
 
     def parse(reply: list[Any]) -> TopicInfo:
-        inc, n, ready, created, pidexp, window = reply
+        inc, n, ready, created, pidexp, window, id_window, id_ttl = reply
         return TopicInfo(
-            text(inc), int(n), int(ready) == 1, int(created) == 1, int(pidexp), int(window)
+            text(inc),
+            int(n),
+            int(ready) == 1,
+            int(created) == 1,
+            int(pidexp),
+            int(window),
+            int(id_window),
+            int(id_ttl),
         )
 
     return ScriptCall(
@@ -243,6 +306,8 @@ def topic_open(
             seen,
             pid_expiry_ms,
             dedup_window,
+            message_id_window,
+            message_id_ttl_ms,
         ),
         parse=parse,
         error=topic_errors(topic, key),
@@ -270,13 +335,22 @@ def partition_open(
     max_len: int | None,
     pid_expiry_ms: int,
     dedup_window: int = DEFAULT_DEDUP_WINDOW,
+    message_id_window: int = DEFAULT_MESSAGE_ID_WINDOW,
+    message_id_ttl_ms: int = DEFAULT_MESSAGE_ID_TTL_MS,
 ) -> ScriptCall[PartitionInfo]:
     """Open (and while the topic is being created, create) a partition's metadata."""
 
     def parse(reply: list[Any]) -> PartitionInfo:
-        inc, nxt, start, max_len, pidexp, window = reply
+        inc, nxt, start, max_len, pidexp, window, id_window, id_ttl = reply
         return PartitionInfo(
-            text(inc), int(nxt), int(start), int(max_len), int(pidexp), int(window)
+            text(inc),
+            int(nxt),
+            int(start),
+            int(max_len),
+            int(pidexp),
+            int(window),
+            int(id_window),
+            int(id_ttl),
         )
 
     return ScriptCall(
@@ -290,6 +364,8 @@ def partition_open(
             "" if max_len is None else max_len,
             pid_expiry_ms,
             dedup_window,
+            message_id_window,
+            message_id_ttl_ms,
         ),
         parse=parse,
         error=partition_errors(pk),
@@ -311,12 +387,17 @@ class Writer:
 @dataclass(frozen=True, slots=True)
 class EncodedBatch:
     """A batch encoded once for the append script: the layout (one shape character per
-    record), the parts in layout order, and the checksum that identifies the records."""
+    record), the parts in layout order, and the checksum that identifies the records.
+
+    ``units`` is set when records carry message ids: the record count of each caller's call
+    in the batch, comma-separated (each call is answered by its ids, or refused, on its
+    own); empty otherwise."""
 
     count: int
     layout: str
     parts: list[bytes]
     checksum: str
+    units: str = ""
 
 
 def encode_batch(
@@ -332,6 +413,7 @@ def encode_batch(
     parts: list[bytes] = []
     total = 0
     max_record = limits.max_record_bytes
+    ids: set[str] | None = None
     for record in records:
         value, key, headers = record.value, record.key, record.headers
         size = len(value)
@@ -346,15 +428,30 @@ def encode_batch(
             parts.append(encoded)
             size += len(encoded)
             shape += 2
+        message_id = record.message_id
+        if message_id is not None:
+            if ids is None:
+                ids = set()
+            if message_id in ids:
+                raise InvalidArgument(
+                    f"message_id {message_id!r} appears twice in one call: each record of a "
+                    "call needs its own id (nothing was sent)"
+                )
+            ids.add(message_id)
+            raw_id = message_id.encode("utf-8")
+            parts.append(raw_id)
+            size += len(raw_id)
+            shape += 4
         if size > max_record:
             limits.check_record(size)
         total += size
-        layout.append("0123"[shape])
+        layout.append("01234567"[shape])
     limits.check_batch(len(layout), total)
     shape_str = "".join(layout)
+    units = "" if ids is None else str(len(layout))
     if not checksum:
-        return EncodedBatch(len(layout), shape_str, parts, "")
-    return EncodedBatch(len(layout), shape_str, parts, batch_digest(shape_str, parts))
+        return EncodedBatch(len(layout), shape_str, parts, "", units)
+    return EncodedBatch(len(layout), shape_str, parts, batch_digest(shape_str, parts), units)
 
 
 def batch_digest(layout: str, parts: Sequence[bytes]) -> str:
@@ -393,7 +490,7 @@ def append(
             crc = sequenced.checksum or batch.checksum
             first = str(sequenced.first_sequence)
             fresh, fresh_for = sequenced.fresh, sequenced.fresh_for
-    # The short arguments in one (see lua/append-7.lua): each argument costs the server more
+    # The short arguments in one (see lua/append-9.lua): each argument costs the server more
     # than the capture that splits it off. Integers and ids hold no space.
     head = f"{seen_next} {writer.epoch} {writer.ttl_ms} {generation} {first} "
     tail = (
@@ -407,13 +504,23 @@ def append(
         writer.session,
         writer.row_incarnation,
         crc,
-        batch.layout,
+        f"{batch.layout}|{batch.units}" if batch.units else batch.layout,
     ]
     args.extend(batch.parts)
     call_args = tuple(args)
     return ScriptCall(
         script=script("append"),
-        keys=(pk.meta, pk.stream, pk.owner, pk.pids, pk.pid_expiry, pk.names, pk.window),
+        keys=(
+            pk.meta,
+            pk.stream,
+            pk.owner,
+            pk.pids,
+            pk.pid_expiry,
+            pk.names,
+            pk.window,
+            pk.message_ids,
+            pk.message_id_queue,
+        ),
         args=call_args,
         # A resend may find the batch landed and its state expired since: never fresh.
         resent_args=(call_args[0], head + "0" + tail, *call_args[2:]) if fresh else None,
@@ -423,16 +530,33 @@ def append(
         parse=_appended,
         error=errors or partition_errors(pk),
         ambiguous_after_retry=True,
-        # Without a sequence nothing can tell a resend from a new batch (G5).
-        resend_safe=bool(crc),
+        # Without a sequence nothing can tell a resend from a new batch (G5), unless every
+        # record carries a message id: a resend of those is answered by its ids.
+        resend_safe=bool(crc) or (bool(batch.units) and all_ids(batch.layout)),
     )
 
 
+def all_ids(layout: str) -> bool:
+    """Whether every record of a layout carries a message id (shapes 4 to 7)."""
+    return all(shape >= "4" for shape in layout)
+
+
 def _appended(reply: bytes) -> Appended:
-    # "<first> <timestamp_ms> <start> <duplicate> <epoch>": one string, cheaper for the
-    # server to send than a table.
-    first, ts, start, duplicate, epoch = reply.split()
-    return Appended(int(first), int(ts), int(start), int(duplicate) == 1, int(epoch))
+    # "<first> <timestamp_ms> <start> <duplicate> <epoch>[ <answers>]": one string, cheaper
+    # for the server to send than a table.
+    fields = reply.split()
+    if len(fields) == 5:
+        first, ts, start, duplicate, epoch = fields
+        return Appended(int(first), int(ts), int(start), int(duplicate) == 1, int(epoch))
+    first, ts, start, duplicate, epoch, answers = fields
+    return Appended(
+        int(first),
+        int(ts),
+        int(start),
+        int(duplicate) == 1,
+        int(epoch),
+        parse_answers(answers.decode("ascii")),
+    )
 
 
 def checksum(records: Sequence[Record]) -> str:

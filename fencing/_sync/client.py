@@ -187,11 +187,15 @@ class Client:
         max_batch_bytes: int = DEFAULT_LIMITS.max_batch_bytes,
         producer_state_ttl: float | None = None,
         dedup_window: int | None = None,
+        message_id_window: int | None = None,
+        message_id_ttl: float | None = None,
     ) -> Topic:
         """A topic (created with ``partitions`` partitions on first use). No I/O happens here.
 
-        ``producer_state_ttl`` (seconds) and ``dedup_window`` (batches, default 5) are fixed
-        when the topic is created: see :class:`~fencing.Topic`.
+        ``producer_state_ttl`` (seconds), ``dedup_window`` (batches, default 5) and the
+        message id window (``message_id_window`` ids per partition, default 10,000, kept
+        ``message_id_ttl`` seconds, default 3,600) are fixed when the topic is created: see
+        :class:`~fencing.Topic`.
 
         >>> topic = client.topic("orders", partitions=4)
         >>> producer = topic.producer()                           # doctest: +SKIP
@@ -208,6 +212,8 @@ class Client:
             max_batch_bytes=max_batch_bytes,
             producer_state_ttl=producer_state_ttl,
             dedup_window=dedup_window,
+            message_id_window=message_id_window,
+            message_id_ttl=message_id_ttl,
         )
 
     # -- administration ------------------------------------------------------------------

@@ -30,7 +30,7 @@ from .._protocol.topic import Appended, Sequenced
 from .._record import RecordMetadata
 from .._runtime.threads import primitives as runtime
 from .._telemetry import outcome_of
-from ..errors import DuplicateSequence, FencingError, Unavailable
+from ..errors import DuplicateMessageId, DuplicateSequence, FencingError, Unavailable
 from .metadata import TopicMetadata
 from .outcomes import Outcomes, Progress
 from .producer_ids import ProducerIds
@@ -184,7 +184,7 @@ class GroupSend:
             # Answered first, then out of the queue: an interrupt between the two leaves
             # them answered in the queue, where take_group skips what is answered.
             if not all(entry.done for entry in carried):
-                self._answer(carried, landed[0].offset, landed[0].epoch, chain=False)
+                self._answer(carried, metadata=landed, chain=False)
             with self.guard:
                 waiting = set(map(id, carried))
                 kept = [entry for entry in self.queue if id(entry) not in waiting]
@@ -228,6 +228,10 @@ class GroupSend:
             except BaseException as exc:
                 if not isinstance(exc, FencingError):
                     raise  # an interrupt of this sender: _interrupted settles the group
+                if isinstance(exc, DuplicateMessageId):
+                    done.failed = True
+                    self._refuse_known(group, exc)
+                    return
                 if fresh_pid or not self._ids.idle_expired(exc):
                     self._outcomes.refused(standing, group, done, exc)
                     return
@@ -267,7 +271,9 @@ class GroupSend:
         if self.idempotent and sequenced.first_sequence is not None:
             end = sequenced.first_sequence + batch.count
             self.standing.next_sequence = max(self.standing.next_sequence, end)
-        self._meta.saw_next(self.standing.pk.partition, appended.first_offset + batch.count)
+        # (Records answered by their message ids were not written.)
+        written = batch.count - len(appended.answers or ())
+        self._meta.saw_next(self.standing.pk.partition, appended.first_offset + written)
 
     def _answer_appended(self, group: list[Entry], appended: Appended, duplicate: bool) -> None:
         # A resend answered from the window reports the epoch the records carry.
@@ -275,21 +281,49 @@ class GroupSend:
         if duplicate:
             for entry in group:
                 entry.duplicate = True
-        self._answer(group, appended.first_offset, epoch)
+        metadata = group_commit.answered(
+            sum([e.count for e in group]),
+            topic=self._meta.name,
+            partition=self.standing.pk.partition,
+            first_offset=appended.first_offset,
+            epoch=epoch,
+            answers=appended.answers,
+            duplicate=duplicate,
+        )
+        self._answer(group, metadata=metadata)
+
+    def _refuse_known(self, group: list[Entry], exc: DuplicateMessageId) -> None:
+        """Answer the calls of ``group`` whose message ids are partly known, each with the
+        records of its own that ``exc`` names, and put the others back at the head of the
+        queue: nothing was written and no sequence used, so they go in the next call."""
+        pk = self.standing.pk
+        refused: list[tuple[Entry, DuplicateMessageId]] = []
+        rest: list[Entry] = []
+        at = 0
+        for entry in group:
+            n = entry.count
+            known = {
+                i - at: (md.offset, md.epoch) for i, md in exc.known.items() if at <= i < at + n
+            }
+            if known:
+                refused.append((entry, protocol.topic.duplicate_ids(pk, known, n)))
+            else:
+                rest.append(entry)
+            at += n
+        for entry, error in refused:
+            self.standing.meter.records("refused", entry.count)
+            group_commit.fail([entry], error, self._answers.give)
+        self._requeue(rest)
 
     def _answer(
-        self, group: list[Entry], first_offset: int, epoch: int, *, chain: bool = True
+        self, group: list[Entry], *, metadata: list[RecordMetadata], chain: bool = True
     ) -> None:
-        """Answer each entry of ``group`` (landed at ``first_offset``) with its own slice
-        (woken one after the other on threads, with ``chain``)."""
-        standing = self.standing
+        """Answer each entry of ``group`` with its own slice of ``metadata`` (woken one
+        after the other on threads, with ``chain``)."""
         with self.guard:  # (as pass_on: a caller giving up now is chained or not)
             head = group_commit.settle(
                 group,
-                topic=self._meta.name,
-                partition=standing.pk.partition,
-                first_offset=first_offset,
-                epoch=epoch,
+                metadata,
                 give=self._answers.give,
                 chain=chain and not runtime.IS_ASYNC,
             )

@@ -365,20 +365,35 @@ class Producer(ProcessBound):
         headers: Mapping[str, bytes | str] | None = None,
         partition: int | None = None,
         expected_offset: int | None = None,
+        *,
+        message_id: str | None = None,
     ) -> RecordMetadata:
         """Append one record; returns where it landed.
 
         Without ``partition`` the key picks one (Kafka's murmur2); records without a key go
-        round-robin. ``expected_offset`` needs an explicit partition unless the topic has one.
+        round-robin, or by their ``message_id`` if they have one. ``expected_offset`` needs
+        an explicit partition unless the topic has one.
+
+        ``message_id`` is the application's own id of the record: if a record with that id
+        was appended to the partition within the topic's id window, this one is not, and
+        the original's metadata is returned with ``duplicate`` set, whoever sent it. So a
+        send whose outcome is unknown (a timeout, a cancelled task, a crash) is simply sent
+        again with the same id.
 
         >>> md = producer.send(b"hello", key=b"user-1")
         >>> md.partition, md.offset                                      # doctest: +SKIP
         (2, 0)
+        >>> md = producer.send(b"order 17", message_id="order-17")
+        >>> (producer.send(b"order 17", message_id="order-17")).duplicate
+        True
         """
-        entry = group_commit.encode_one(value, key, headers, self._meta.limits, expected_offset)
+        entry = group_commit.encode_one(
+            value, key, headers, self._meta.limits, expected_offset, message_id=message_id
+        )
         if partition is None:
-            key_bytes = None if key is None else entry.parts[1]
-            partition = choose_partition(self.topic, key_bytes, expected_offset, self._round_robin)
+            partition = choose_partition(
+                self.topic, _placing_key(entry, key, message_id), expected_offset, self._round_robin
+            )
         return (self._send(entry, partition))[0]
 
     def send_batch(
@@ -450,6 +465,8 @@ class Producer(ProcessBound):
         key: bytes | str | None = None,
         headers: Mapping[str, bytes | str] | None = None,
         partition: int | None = None,
+        *,
+        message_id: str | None = None,
     ) -> runtime.Future[RecordMetadata]:
         """Queue one record and return at once with a future of its metadata (Kafka's
         ``send()``): records queued while a call is in flight go together in the next one.
@@ -462,6 +479,9 @@ class Producer(ProcessBound):
         >>> futures = [producer.send_async(b"v%d" % i) for i in range(1000)]
         >>> producer.flush()
         >>> offsets = [f.result().offset for f in futures]
+
+        ``message_id`` is as for :meth:`send`: each record with an id is judged on its own
+        (one caller's known id never fails another's records in the same call).
         """
         status = self._status
         fenced = status.fenced
@@ -470,10 +490,13 @@ class Producer(ProcessBound):
                 self.open()
             self._check_process()
         future: runtime.Future[RecordMetadata] = runtime.new_future()
-        entry = group_commit.encode_one(value, key, headers, self._meta.limits, future=future)
+        entry = group_commit.encode_one(
+            value, key, headers, self._meta.limits, future=future, message_id=message_id
+        )
         if partition is None:
-            key_bytes = None if key is None else entry.parts[1]
-            partition = choose_partition(self.topic, key_bytes, None, self._round_robin)
+            partition = choose_partition(
+                self.topic, _placing_key(entry, key, message_id), None, self._round_robin
+            )
         queue = self._queue_of(partition)
         if fenced is not None:
             queue.standing.meter.records("fenced", 1)  # (counted as the queued ones are)
@@ -564,3 +587,13 @@ def fenced_call(
     >>> done = fenced_call(producer, 0, lambda writer: protocol.sink.append(...))
     """
     return producer._fenced_call(partition, build)
+
+
+def _placing_key(entry: Entry, key: object, message_id: str | None) -> bytes | None:
+    """What places a record sent without ``partition=``: its key, else its message id (a
+    resend then goes where the original went), else nothing (round-robin)."""
+    if key is not None:
+        return entry.parts[1]
+    if message_id is not None:
+        return message_id.encode("utf-8")
+    return None

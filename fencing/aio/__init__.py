@@ -49,6 +49,7 @@ from .._state import ProducerState
 from ..errors import (
     CheckpointReset,
     ConfigurationError,
+    DuplicateMessageId,
     DuplicateSequence,
     Fenced,
     FencingError,
@@ -95,6 +96,7 @@ __all__ = [
     "Client",
     "ConfigurationError",
     "Consumer",
+    "DuplicateMessageId",
     "DuplicateSequence",
     "Election",
     "Fenced",

@@ -1,8 +1,9 @@
 --[[
-  The append's fast path (included first by append-7.lua, whose KEYS and ARGV it reads).
+  The append's fast path (included first by append-9.lua, whose KEYS and ARGV it reads).
 
   It takes the common send only: a producer that stands, the next batch of a live PID
-  state it owns (or a producer that is not idempotent), on a partition with records. It
+  state it owns (or a producer that is not idempotent), without message ids, on a
+  partition with records. It
   reads what the checks need and writes exactly what the general path would, with no helper
   closures (Lua creates one per `local function` on every call), no tables of its own and
   few C calls: it compares strings as stored (the scripts store every number as plain
@@ -29,7 +30,9 @@ do
   -- Each integer argument as the general path takes it (int_arg: at most 15 digits here);
   -- the stored ones are '%d' digits, so equal strings are equal numbers. A partition
   -- without records (next 0) leaves: its stream may be missing (stream_lost).
+  -- (A layout with '|' carries message ids: the general path judges them.)
   if seen_next and v[1] == ARGV[1] and next_s and next_s ~= '0' and start_s
+      and not string.find(ARGV[6], '|', 1, true)
       and #seen_next <= 15 and #epoch <= 15 and #ttl_ms <= 15 and #pid_gen <= 15
       and #first_seq <= 15 and (expected == '' or expected == next_s) then
     local next_offset = next_s + 0

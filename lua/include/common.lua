@@ -21,6 +21,9 @@ end
 local DEFAULT_PID_EXPIRY_MS = 604800000
 -- Window size of partitions created before it was kept in their metadata.
 local DEFAULT_DEDUP_WINDOW = 5
+-- The message id window (count, age in ms) of partitions created before it was kept.
+local DEFAULT_MESSAGE_ID_WINDOW = 10000
+local DEFAULT_MESSAGE_ID_TTL_MS = 3600000
 
 -- The largest integer a Lua number (a double) holds exactly: 2^53 - 1.
 local MAX_INT = 9007199254740991

@@ -7,7 +7,9 @@
   Functions only: no KEYS or ARGV of its own (callers pass the keys and values it works
   on); each function says what it returns.
 
-  win (hash) "<pid>:<slot>" -> "<first> <last> <digest> <offset>", a ring of W slots per
+  win (hash) "<pid>:<slot>" -> "<first> <last> <digest> <offset>[ <answers>]" (answers:
+  the records a call answered by their message ids, "i:offset:epoch,...", see
+  message_ids.lua; the others were written from offset on), a ring of W slots per
   PID (W: the partition's dedupw, fixed when the topic was created). Batch number k of a
   state lives in slot k % W, so recording a batch is one HSET and overwrites the batch W
   older: the per-send work does not grow with W. The window of a state that recorded b
@@ -37,17 +39,17 @@ local function drop_window(win, pid, b, window)
   end
 end
 
--- The window entry of batch number k as {first, last, digest, offset}, or nil.
+-- The window entry of batch number k as {first, last, digest, offset, answers}, or nil.
 local function window_entry(win, pid, k, window)
   local raw = redis.call('HGET', win, window_slot(pid, k, window))
   if not raw then
     return nil
   end
-  local f, l, d, o = string.match(raw, '^(%d+) (%d+) (%S+) (%d+)$')
+  local f, l, d, o, a = string.match(raw, '^(%d+) (%d+) (%S+) (%d+) ?(%S*)$')
   if f == nil then
     return nil
   end
-  return {f + 0, l + 0, d, o + 0}
+  return {f + 0, l + 0, d, o + 0, a}
 end
 
 -- The window entry whose first sequence is ``first`` in the window of a state that

@@ -107,10 +107,10 @@ local function xadd_existing(command, key, ...)
 end
 
 -- Append records from_i .. to_i of a batch (their parts start at ARGV[pos], in layout
--- order) at offsets first, first + 1, ..., one XADD with an explicit ID each, then apply
--- retention (maxlen, 0: unlimited; start: the first retained offset so far) and store the
--- new next offset. ts and ep are strings: a Lua number would be formatted again for every
--- record. Returns the first retained offset.
+-- order; the shapes include/message_ids.lua tells) at offsets first, first + 1, ..., one
+-- XADD with an explicit ID each, then apply retention (maxlen, 0: unlimited; start: the
+-- first retained offset so far) and store the new next offset. ts and ep are strings: a Lua
+-- number would be formatted again for every record. Returns the first retained offset.
 -- unchecked: the caller left stream_lost out (it costs a TYPE call) because nothing failed
 -- since: the first XADD makes that check, before anything is written (NOMKSTREAM: a stream
 -- that vanished is not created anew), and this returns nil and its error reply.
@@ -132,7 +132,7 @@ local function append_records(meta, stream, first, start, maxlen, layout, from_i
   while i <= to_i do
     local shape = string.byte(layout, i) - 48
     local id = string.format('0-%d', first + i - from_i + 1)
-    local value, reply = ARGV[pos], nil
+    local value, reply, at = ARGV[pos], nil, pos
     if shape == 0 then
       reply = call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value)
       pos = pos + 1
@@ -144,10 +144,22 @@ local function append_records(meta, stream, first, start, maxlen, layout, from_i
       reply = call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
         'h', ARGV[pos + 1])
       pos = pos + 2
-    else
+    elseif shape == 3 then
       reply = call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
         'k', ARGV[pos + 1], 'h', ARGV[pos + 2])
       pos = pos + 3
+    else
+      -- Shapes 4..7: as 0..3, with the record's message id as its last part (field m).
+      local fields, k = {'t', ts, 'e', ep, 'p', producer, 'v', value}, pos + 1
+      if shape % 2 == 1 then
+        fields[#fields + 1], fields[#fields + 2], k = 'k', ARGV[k], k + 1
+      end
+      if shape >= 6 then
+        fields[#fields + 1], fields[#fields + 2], k = 'h', ARGV[k], k + 1
+      end
+      fields[#fields + 1], fields[#fields + 2] = 'm', ARGV[k]
+      reply = call('XADD', stream, id, (unpack or table.unpack)(fields))
+      pos = k + 1
     end
     i = i + 1
     if call ~= redis.call then
@@ -160,7 +172,7 @@ local function append_records(meta, stream, first, start, maxlen, layout, from_i
         end
         -- Another error: this record again through redis.call, which raises it.
         i = i - 1
-        pos = pos - 1 - (shape == 0 and 0 or (shape == 3 and 2 or 1))
+        pos = at
       end
     end
   end

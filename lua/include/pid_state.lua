@@ -137,17 +137,21 @@ local function save_pid(pids, expiry, pid, state, now)
     string.format('%d %d %d %d %s;%d', state.g, state.s, now, state.x, state.o, state.b))
 end
 
--- Records batch first .. last (digest, first offset) as the state's next: one HSET of its
--- window slot and one of the state (generation g, owner o, b batches recorded before, the
--- expiry index refreshed at x), written at now.
+-- Records batch first .. last (digest, first offset, the records answered by message ids:
+-- '' or nil for none) as the state's next: one HSET of its window slot and one of the state
+-- (generation g, owner o, b batches recorded before, the expiry index refreshed at x),
+-- written at now.
 local function save_batch(pids, expiry, win, pid, now, g, o, x, b, window, first, last, digest,
-    offset)
+    offset, answers)
   if now - x >= EXPIRY_INDEX_MS then
     x = now
     redis.call('ZADD', expiry, now, pid)
   end
-  redis.call('HSET', win, window_slot(pid, b, window),
-    string.format('%d %d %s %d', first, last, digest, offset))
+  local entry = string.format('%d %d %s %d', first, last, digest, offset)
+  if answers and answers ~= '' then
+    entry = entry .. ' ' .. answers
+  end
+  redis.call('HSET', win, window_slot(pid, b, window), entry)
   redis.call('HSET', pids, pid, string.format('%d %d %d %d %s;%d', g, last, now, x, o, b + 1))
 end
 

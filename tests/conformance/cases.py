@@ -158,6 +158,31 @@ def idempotent_resend_returns_the_original_offsets(client: fencing.Client) -> No
     ]
 
 
+def message_ids_answer_a_resend_with_the_original(client: fencing.Client) -> None:
+    """A record whose message id was appended before is not appended again, from any
+    producer; a call whose ids are partly known writes nothing."""
+    topic = client.topic("ids", partitions=2)
+    with topic.producer() as p:
+        first = p.send(b"order 17", message_id="order-17")
+        batch = p.send_batch([fencing.Record(b"a", message_id="a")], partition=0)
+    with topic.producer() as q:
+        again = q.send(b"order 17", message_id="order-17")
+        assert (again.partition, again.offset, again.duplicate) == (
+            first.partition,
+            first.offset,
+            True,
+        )
+        with pytest.raises(fencing.DuplicateMessageId) as info:
+            q.send_batch(
+                [fencing.Record(b"b", message_id="b"), fencing.Record(b"a", message_id="a")],
+                partition=0,
+            )
+        assert info.value.known == {1: batch[0]}
+    assert [r.message_id for r in _read_all(topic, 0)] == ["a"] + (
+        ["order-17"] if first.partition == 0 else []
+    )
+
+
 def expected_offset_mismatch(client: fencing.Client) -> None:
     """G3: expected_offset=k lands at k or not at all; OffsetMismatch(expected, actual)."""
     topic = client.topic("log", partitions=1)
@@ -318,6 +343,7 @@ CASES: list[Case] = [
     exclusive_refuses_with_producer_busy,
     fencing_takeover_fences_the_old_producer,
     idempotent_resend_returns_the_original_offsets,
+    message_ids_answer_a_resend_with_the_original,
     expected_offset_mismatch,
     ownership_claim_renew_release,
     consumer_poll_commit_resume,

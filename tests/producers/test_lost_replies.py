@@ -120,15 +120,15 @@ def test_lost_reply_is_retried_with_the_same_sequence(
         # The first attempt ran and lost its reply; exactly one retry answered, and it was
         # the very same request: same PID, generation and first sequence (fields 9, 4 and
         # 5 of the header, ARGV 2) and digest (ARGV 5); still fresh (field 6), as it came
-        # far sooner than half the state's expiry. ARGV[i] is argument 9 + i after EVALSHA,
-        # sha, numkeys, 7 keys.
+        # far sooner than half the state's expiry. ARGV[i] is argument 11 + i after EVALSHA,
+        # sha, numkeys, 9 keys.
         assert (lost.hits, seen.hits) == (1, 2)
         first, retry = (evalsha_args(chunk) for chunk in seen.captured)
         assert first == retry
-        header = first[9 + 2].split(b" ")
+        header = first[11 + 2].split(b" ")
         assert [header[i - 1] for i in (9, 4, 5, 6)] == [b"%d" % p.producer_id, b"0", b"1", b"1"]
         batch = [fencing.Record(v) for v in (b"a", b"b", b"c")]
-        assert first[9 + 5] == protocol.topic.checksum(batch).encode()
+        assert first[11 + 5] == protocol.topic.checksum(batch).encode()
         assert proxy.dropped_reply_bytes > 0
         assert mds == metadata(p, 1, 3)
         assert_log(raw, pk, [b"w0", b"a", b"b", b"c"], p.producer_id)

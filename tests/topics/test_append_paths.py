@@ -1,5 +1,5 @@
 """The append script's fast path (lua/include/append_fast.lua) agrees with its general path
-(lua/append-7.lua).
+(lua/append-9.lua).
 
 The script first tries a fast path for the common send and, whenever that path declines,
 runs the general path from the start. Each step here runs one append call three times from
@@ -60,7 +60,7 @@ def _variants() -> dict[str, str]:
         "whole": script("append").source,
         "general": script_without("append", "append_fast").source,
         "fast": script_of_includes(
-            "append", 7, ["append_fast"], f"return redis.error_reply('{DECLINED}')\n"
+            "append", 9, ["append_fast"], f"return redis.error_reply('{DECLINED}')\n"
         ).source,
     }
 

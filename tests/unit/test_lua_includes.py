@@ -106,7 +106,7 @@ def test_lua_and_python_share_the_default_dedup_window() -> None:
 
 def test_a_script_without_an_include() -> None:
     general = script_without("append", "append_fast")
-    assert (general.name, general.nkeys) == ("append", 7)
+    assert (general.name, general.nkeys) == ("append", 9)
     assert "local function append_records(" in general.source
     assert "NOMKSTREAM', '0-' .. id" not in general.source  # the fast path's XADD
     # The same script below its header, where the fast path stood.
@@ -117,8 +117,8 @@ def test_a_script_without_an_include() -> None:
 
 
 def test_a_script_of_chosen_includes() -> None:
-    fast = script_of_includes("append", 7, ["append_fast"], "return 0\n")
-    assert fast.nkeys == 7 and fast.source.rstrip().endswith("return 0")
+    fast = script_of_includes("append", 9, ["append_fast"], "return 0\n")
+    assert fast.nkeys == 9 and fast.source.rstrip().endswith("return 0")
     assert fast.source.startswith("--[[\n  The append's fast path")
     # The includes an include names come with it, once, above it.
     window = script_of_includes(

@@ -9,6 +9,8 @@
   KEYS[5]  PID -> last write (zset)            <ns>:{<topic>/<p>}:pidexp
   KEYS[6]  producer names (hash)               <ns>:{<topic>/<p>}:names
   KEYS[7]  the duplicate window (hash)         <ns>:{<topic>/<p>}:win
+  KEYS[8]  message ids (hash)                  <ns>:{<topic>/<p>}:mids
+  KEYS[9]  message ids, oldest first (list)    <ns>:{<topic>/<p>}:midq
   ARGV[1]  inc        the partition incarnation the caller saw
   ARGV[2]  header     the short arguments, separated by one space each, in this order:
              seen_next  the highest next offset the caller saw (0 if none)
@@ -31,19 +33,25 @@
   ARGV[5]  digest     a digest of the batch's records, 96 bits (with the PID and range: its
                       identity; a changed resend cannot match it by chance)
   ARGV[6]  layout     one character per record: '0' value, '1' value+key, '2' value+headers,
-                      '3' value+key+headers
-  ARGV[7..] the records' values, keys and headers, in layout order
+                      '3' value+key+headers; '4' to '7' the same with a message id; with
+                      ids, then '|' and the record count of each caller's call, comma-
+                      separated (see include/message_ids.lua)
+  ARGV[7..] the records' values, keys, headers and ids, in layout order
 
   Producer state expires after the partition's own expiry (pidexp in its metadata), and the
-  duplicate window is the partition's own size (dedupw), never arguments: a caller's
-  settings cannot change other producers' guarantees.
+  duplicate window is the partition's own size (dedupw), and the message id window its own
+  count and age (midw, midttl), never arguments: a caller's settings cannot change other
+  producers' guarantees.
 
-  Returns "<first_offset> <timestamp_ms> <start> <duplicate> <written_epoch>" (one string: a
-    table reply costs the server more than the rest of a check): the batch holds
-    offsets first_offset .. first_offset + #layout - 1; start is the first retained offset
+  Returns "<first_offset> <timestamp_ms> <start> <duplicate> <written_epoch>[ <answers>]"
+    (one string: a table reply costs the server more than the rest of a check): the batch's
+    records hold offsets first_offset onwards, in order; start is the first retained offset
     after retention; duplicate is 1 when this exact batch had landed before (nothing written,
     the offsets are the original ones, and written_epoch the epoch it was written in, -1 if
-    trimmed away; else written_epoch is the caller's epoch).
+    trimmed away; else written_epoch is the caller's epoch). answers, when a caller's call
+    was answered by its message ids, names those records and their originals,
+    "i:offset:epoch,..." (i from 0): they were not written, and the others took the offsets
+    from first_offset on.
   Errors: STATE_LOST (G9: the partition or the producer row vanished, was recreated or went
     backwards; or another producer object owns this PID at the same generation: the
     producer-id counter went backwards), PRODUCER_FENCED (G2: another epoch was granted
@@ -54,11 +62,14 @@
     be a resend, and only a resolve can tell), or the PID is at a generation above 0 that
     neither its fence nor its name vouches for; or, reason 'idle', none for an unnamed PID
     at generation 0 past its first batch: the producer takes a fresh PID),
-    OFFSET_MISMATCH (expected is not the next offset),
+    DUPLICATE_MESSAGE_ID (a caller's call whose message ids are partly known: its known
+    records, "i:offset:epoch,..."; nothing written), OFFSET_MISMATCH (expected is not the
+    next offset),
     WRONG_TYPE, BAD_ARGUMENT (also for a header that does not split into its ten fields).
 
   Checks, in order and before the first write: coordination state (G9), producer session
-  and epoch (G2), PID generation, sequence range and digest (G5), expected offset (G3). An
+  and epoch (G2), PID generation, sequence range and digest (G5), message ids, expected
+  offset (G3: a call answered by its ids is answered whatever its expected offset). An
   exclusive holder whose lease lapsed while nobody else was granted still appends (and its
   lease is extended): the epoch did not move, as in PIP-68 when the old producer
   reconnects first. Each record is one XADD with the explicit ID 0-(offset+1), so the
@@ -79,16 +90,28 @@
 --- @include "pid_state"
 --- @include "pid_fence"
 --- @include "resend"
+--- @include "message_ids"
 
 local meta, stream, row_key, pids, pid_expiry, names, win = KEYS[1], KEYS[2], KEYS[3],
   KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local mids, midq = KEYS[8], KEYS[9]
 local a_seen_next, a_epoch, a_ttl_ms, a_pid_gen, first_seq, fresh, expected, mode, producer,
   name = string.match(ARGV[2],
     '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
 if a_seen_next == nil then
   return fail(E.BAD_ARGUMENT, 'header', ARGV[2])
 end
-local session, row_inc, digest, layout = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local session, row_inc, digest = ARGV[3], ARGV[4], ARGV[5]
+-- The records' shapes, and with message ids the sizes of the callers' calls.
+local layout, units = split_layout(ARGV[6])
+local at, sizes
+if units then
+  at = id_positions(layout, 7)
+  sizes = at and unit_sizes(units, #layout)
+  if sizes == nil then
+    return fail(E.BAD_ARGUMENT, 'layout', ARGV[6])
+  end
+end
 -- The integer arguments: decimal digits, at most 17 characters, within +-MAX_INT (int_arg).
 local epoch, ttl_ms, pid_gen, seen_next = int_arg(a_epoch), int_arg(a_ttl_ms),
   int_arg(a_pid_gen), int_arg(a_seen_next)
@@ -156,9 +179,10 @@ if first_s ~= nil then
     local seen
     seen, bad = judge_resend(win, producer, b, window, s, first_s, last_s, digest)
     if bad then return bad end
-    -- The epoch it was written in (a resumed incarnation resends under a newer one).
+    -- The epoch it was written in (a resumed incarnation resends under a newer one), and
+    -- the records its call had answered by their message ids.
     return string.format('%d %d %d 1 %s', seen[4], now, (v[3] or 0) + 0,
-      written_epoch(stream, seen[4]))
+      written_epoch(stream, seen[4])) .. (seen[5] ~= '' and ' ' .. seen[5] or '')
   end
   if raw == nil or not live or now - x >= EXPIRY_INDEX_MS then
     -- The expiry index is written below (a new state, or a stale index entry).
@@ -192,17 +216,74 @@ if first_s ~= nil then
   end
 end
 
--- G3: the expected offset.
-if expected ~= '' and int_arg(expected) == nil then
+-- Message ids: each caller's call answered (every id known), refused (some known) or
+-- written (none known).
+local answered, written, id_window, id_ttl = nil, n, 0, 0
+if units then
+  local w = redis.call('HMGET', meta, 'midw', 'midttl')
+  id_window = (w[1] or DEFAULT_MESSAGE_ID_WINDOW) + 0
+  id_ttl = (w[2] or DEFAULT_MESSAGE_ID_TTL_MS) + 0
+  bad = check_types({mids, midq}, {'hash', 'list'})
+  if bad then return stream_lost(stream, next_offset) or bad end
+  local partial
+  answered, written, partial = judge_units(mids, at, sizes, n, next_offset, a_epoch, now, id_ttl)
+  if partial then
+    return stream_lost(stream, next_offset) or fail(E.DUPLICATE_MESSAGE_ID, partial)
+  end
+end
+-- G3: the expected offset (of a call that writes).
+if written > 0 and expected ~= '' and int_arg(expected) == nil then
   return stream_lost(stream, next_offset) or fail(E.BAD_ARGUMENT, 'expected', expected)
 end
-if expected ~= '' and tonumber(expected) ~= next_offset then
+if written > 0 and expected ~= '' and tonumber(expected) ~= next_offset then
   return stream_lost(stream, next_offset) or fail(E.OFFSET_MISMATCH, expected, next_offset)
 end
-local start
-start, bad = append_records(meta, stream, next_offset, (v[3] or 0) + 0, (v[4] or 0) + 0,
-  layout, 1, n, 7, string.format('%d', now), a_epoch, producer, true)
-if bad then return bad end
+local start = (v[3] or 0) + 0
+local ts = string.format('%d', now)
+local answers = ''
+if written == n then
+  start, bad = append_records(meta, stream, next_offset, start, (v[4] or 0) + 0, layout, 1, n, 7,
+    ts, a_epoch, producer, true)
+  if bad then return bad end
+else
+  bad = stream_lost(stream, next_offset)
+  if bad then return bad end
+  answers = answers_of(answered, n)
+  -- The records of the calls that write, in runs between those answered, at the next
+  -- offsets in order.
+  local pos, offset, i = 7, next_offset, 1
+  local first_part = {}
+  for j = 1, n do
+    first_part[j] = pos
+    local shape = string.byte(layout, j) - 48
+    pos = pos + 1 + shape % 2 + math.floor(shape / 2) % 2 + (shape >= 4 and 1 or 0)
+  end
+  while i <= n do
+    if answered[i] then
+      i = i + 1
+    else
+      local j = i
+      while j < n and not answered[j + 1] do
+        j = j + 1
+      end
+      start, bad = append_records(meta, stream, offset, start, (v[4] or 0) + 0, layout, i, j,
+        first_part[i], ts, a_epoch, producer, false)
+      if bad then return bad end
+      offset = offset + j - i + 1
+      i = j + 1
+    end
+  end
+end
+if units and written > 0 then
+  local offset_of, k = {}, 0
+  for i = 1, n do
+    if not answered[i] then
+      offset_of[i] = next_offset + k
+      k = k + 1
+    end
+  end
+  remember_ids(mids, midq, at, offset_of, n, a_epoch, ts, now, id_window, id_ttl)
+end
 if mode == 'x' then
   -- A send extends the holder's lease: a lapsed holder that nobody replaced keeps its
   -- epoch (PIP-68), and a holder's lease always runs a full ttl past its last write.
@@ -226,6 +307,7 @@ if first_s ~= nil then
   end
   -- The state now belongs to this incarnation and producer object.
   save_batch(pids, pid_expiry, win, producer, now, pid_gen, session, x, b, window, first_s,
-    last_s, digest, next_offset)
+    last_s, digest, next_offset, answers)
 end
 return string.format('%d %d %d 0 %d', next_offset, now, start, epoch)
+  .. (answers ~= '' and ' ' .. answers or '')

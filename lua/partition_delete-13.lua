@@ -14,6 +14,8 @@
   KEYS[9]  the producer names (hash)            <ns>:{<topic>/<p>}:names
   KEYS[10] the duplicate windows (hash)         <ns>:{<topic>/<p>}:win
   KEYS[11] the committed offsets (hash)         <ns>:{<topic>/<p>}:committed
+  KEYS[12] the message ids (hash)               <ns>:{<topic>/<p>}:mids
+  KEYS[13] the message ids' order (list)        <ns>:{<topic>/<p>}:midq
   ARGV[1]  topic_inc  the incarnation of the topic being deleted
   ARGV[2]  step   'mark': take no new user (producer_open, pid_open, partition_open and
                   sink_begin refuse); 'unmark': the delete was refused; 'drop': remove the
@@ -46,7 +48,7 @@ elseif step == 'unmark' then
   return 1
 elseif step == 'drop' then
   redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7],
-    KEYS[8], KEYS[9], KEYS[10], KEYS[11])
+    KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13])
   return 1
 end
 return fail(E.BAD_ARGUMENT, 'step', step)
