@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from fencing import Client
+from fencing._runtime.tasks.notify import _CONFIRM_SECONDS
 from fencing._runtime.threads.notify import Notifier, Subscription
 from fencing.faults import Proxy
 from tests.support.internals import context_of
@@ -204,4 +205,8 @@ async def test_resubscribing_a_channel_its_last_subscriber_just_left_is_confirme
     started = time.monotonic()
     async with notifier.subscribe("resubscribed"):
         took = time.monotonic() - started
-    assert took < 0.5, f"subscribing again took {took:.2f}s (the confirmation never came)"
+    # Waiting out the confirmation timeout takes all of it; anything less is "at once",
+    # however busy the machine.
+    assert took < _CONFIRM_SECONDS, (
+        f"subscribing again took {took:.2f}s (the confirmation never came)"
+    )

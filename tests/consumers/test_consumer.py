@@ -85,7 +85,8 @@ def test_a_held_partition_conflicts_or_waits_and_is_handed_over_on_close(
     holder.close()
     t.join(10)
     assert got, "the waiter was not handed the partition"
-    assert time.monotonic() - closed_at < 1.0  # woken by the release, not by the 30 s lease
+    # Woken by the release, not by the 30 s lease (with room for a busy machine).
+    assert time.monotonic() - closed_at < 10.0
     assert got[0].position(0) == 3
     got[0].close()
 
@@ -316,10 +317,10 @@ def test_blocking_poll_wakes_on_a_new_record(orders: Topic) -> None:
         timer = threading.Timer(0.2, lambda: fill(orders, 1, 1))
         timer.start()
         started = time.monotonic()
-        got = c.poll(max_records=10, block_ms=5000)
+        got = c.poll(max_records=10, block_ms=30_000)
         timer.join()
         assert [(r.partition, r.offset) for r in got] == [(1, 4)]
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 10  # woken by the record, not the 30 s block
 
 
 def test_iteration_ends_when_closed(orders: Topic) -> None:

@@ -12,6 +12,7 @@ import pytest
 import fencing
 
 from ..support.flavours import Api
+from ..support.polling import wait_until_async, wait_until_equal_async
 
 
 async def test_election_terms_grow_callbacks_run_once_and_resign_wakes(api: Api) -> None:
@@ -40,9 +41,8 @@ async def test_election_terms_grow_callbacks_run_once_and_resign_wakes(api: Api)
         info = await e1.leader()
         assert (info.label, info.token) == ("one", 1)
         task = asyncio.ensure_future(second())
-        await asyncio.sleep(0.3)
+        await wait_until_equal_async(e2.candidates, 1, what="two waiting as a candidate")
         assert not elected.is_set()
-        assert await e2.candidates() == 1
     assert term.lost.is_set()
     await asyncio.wait_for(elected.wait(), 10)
     term2 = terms[0]
@@ -70,10 +70,10 @@ async def test_observe_reports_each_leader_change(api: Api) -> None:
                 return
 
     task = asyncio.ensure_future(watch())
-    await asyncio.sleep(0.3)
+    await wait_until_async(lambda: seen == [None], what="the watcher saw no leader")
     leader = client.election("obs", "leader", ttl=2.0)
     async with leader.campaign():
-        await asyncio.sleep(0.3)
+        await wait_until_async(lambda: len(seen) == 2, what="the watcher saw the leader")
     await asyncio.wait_for(task, 10)
     assert seen == [None, 1, None]
     await watcher.close()

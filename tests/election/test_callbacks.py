@@ -6,6 +6,7 @@ callback)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ import fencing
 from fencing.faults import Proxy
 
 from ..support.flavours import Api
-from ..support.polling import wait_until_async
+from ..support.polling import wait_until, wait_until_async
 
 #: Repetitions of the timing scenarios in one run (more in a soak).
 ROUNDS = 3
@@ -44,21 +45,33 @@ class Timeline:
         return sum(1 for name, _ in self.events if name == what)
 
 
-def slow_callback(api: Api, timeline: Timeline, name: str, seconds: float) -> Callable[..., Any]:
-    """An on_elected of the test's flavour that notes its start and end and works
-    ``seconds`` in between without looking at ``lost`` (start-up work)."""
+#: The longest an on_elected of these tests works: far past any deadline or wait they race.
+WORK_AT_MOST = 30.0
+
+#: What ends an on_elected's work (given its term and the timeline): the event the test
+#: races it against.
+Until = Callable[[Any, Timeline], bool]
+
+
+def slow_callback(api: Api, timeline: Timeline, name: str, until: Until) -> Callable[..., Any]:
+    """An on_elected of the test's flavour that notes its start and end and works in between
+    without looking at ``lost`` (start-up work) until ``until(term, timeline)`` holds, at most
+    :data:`WORK_AT_MOST` seconds: it outlasts whatever the test waits for, however busy the
+    machine, and returns soon after."""
     if api.is_async:
 
         async def work(term: Any) -> None:
             timeline.note(f"{name} elected")
-            await asyncio.sleep(seconds)
+            with contextlib.suppress(AssertionError):
+                await wait_until_async(lambda: until(term, timeline), WORK_AT_MOST, interval=0.005)
             timeline.note(f"{name} elected returned")
 
         return work
 
     def work_sync(term: Any) -> None:
         timeline.note(f"{name} elected")
-        time.sleep(seconds)
+        with contextlib.suppress(AssertionError):
+            wait_until(lambda: until(term, timeline), WORK_AT_MOST, interval=0.005)
         timeline.note(f"{name} elected returned")
 
     return work_sync
@@ -75,10 +88,10 @@ class Scenario(NamedTuple):
 
 
 async def a_leads(
-    api: Api, a_client: Any, b_client: Any, name: str, *, ttl: float, work: float, **a_options: Any
+    api: Api, a_client: Any, b_client: Any, name: str, *, ttl: float, work: Until, **a_options: Any
 ) -> Scenario:
-    """Elect A (whose on_elected notes its start, works ``work`` seconds, notes its end) and
-    make B; return once A's on_elected started."""
+    """Elect A (whose on_elected notes its start, works until ``work(term, timeline)``,
+    notes its end) and make B; return once A's on_elected started."""
     timeline = Timeline()
     a = a_client.election(
         name,
@@ -103,7 +116,13 @@ async def a_leads(
 async def cut_off_during_on_elected(api: Api, proxy: Proxy, round_: int) -> None:
     cut_client = api.client(proxy.url_for(api.url))
     timeline, a, b, entered, leading = await a_leads(
-        api, cut_client, api.client(), f"sched{round_}", ttl=1.0, work=2.5, renew_deadline=0.6
+        api,
+        cut_client,
+        api.client(),
+        f"sched{round_}",
+        ttl=1.0,
+        renew_deadline=0.6,
+        work=lambda term, timeline: timeline.count("a revoked") > 0,
     )
     proxy.drop_requests(b"*", count=None, close=False)  # a black hole between A and Redis
     try:
@@ -143,8 +162,10 @@ async def test_a_leader_cut_off_while_on_elected_runs_is_revoked_before_a_succes
 
 async def close_during_on_elected(api: Api, round_: int) -> None:
     client = api.client()
+    # on_elected works until close() began (it sets lost first); close() may wait for it up
+    # to the renew deadline (20 s).
     timeline, a, b, entered, leading = await a_leads(
-        api, client, client, f"sched{round_}", ttl=2.0, work=0.6
+        api, client, client, f"sched{round_}", ttl=30.0, work=lambda term, _: term.lost.is_set()
     )
 
     async def lead_b() -> None:
@@ -152,7 +173,6 @@ async def close_during_on_elected(api: Api, round_: int) -> None:
             pass
 
     succeeding = asyncio.ensure_future(lead_b())
-    await asyncio.sleep(0.05)  # on_elected is under way (it works 0.6 s)
     await a.close()  # from another thread (sync) or task (asyncio)
     with pytest.raises(fencing.InvalidArgument, match="closed"):
         await asyncio.wait_for(leading, 10)  # the block is never entered
@@ -190,8 +210,9 @@ async def test_close_from_inside_on_elected_does_not_wait_for_itself(api: Api) -
             holder[0].close()
             timeline.note("closed inside")
 
+    ttl = 30.0
     election = client.election(
-        "inside", "a", ttl=2.0, on_elected=elected, on_revoked=lambda t: timeline.note("revoked")
+        "inside", "a", ttl=ttl, on_elected=elected, on_revoked=lambda t: timeline.note("revoked")
     )
     holder.append(election if api.is_async else election._obj)
     with pytest.raises(fencing.InvalidArgument, match="closed"):
@@ -199,9 +220,10 @@ async def test_close_from_inside_on_elected_does_not_wait_for_itself(api: Api) -
             pass
     assert [name for name, _ in timeline.events] == ["elected", "revoked", "closed inside"]
     # The row was released: another candidate is elected at once, not after the lease.
-    other = client.election("inside", "b", ttl=2.0)
+    other = client.election("inside", "b", ttl=ttl)
     started = time.monotonic()
-    async with other.campaign(timeout=5) as term:
+    async with other.campaign(timeout=ttl / 2) as term:
         assert term.token == 2
-    assert time.monotonic() - started < 1.0
+    # (Far below the lease a row left held would take, with room for a busy machine.)
+    assert time.monotonic() - started < ttl / 3
     await other.close()

@@ -18,6 +18,7 @@ import fencing.aio
 from fencing._text import text
 from fencing.faults import Proxy
 
+from ..support.polling import wait_until_async
 from ..support.wire import CLAIM
 
 
@@ -78,15 +79,10 @@ async def _superseded_then_cancelled(url: str, purl: str, ns: str, proxy: Proxy)
         await h.claim("r")  # token 1
         s2 = client.ownership("g", "s2", ttl=10)
         await s2.claim("r", generation=0)  # severs h: token 2
-        for _ in range(200):
-            if h.severed.is_set():
-                break
-            await asyncio.sleep(0.01)
-        assert h.severed.is_set()
+        await wait_until_async(h.severed.is_set, what="h told it was severed")
         with proxy.drop_replies(CLAIM, count=None, close=False) as lost:
             task = asyncio.ensure_future(h.claim("r", generation=0))
-            await asyncio.sleep(0.5)
-            assert lost.hits >= 1
+            await wait_until_async(lambda: lost.hits >= 1, what="the claim reached the server")
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task

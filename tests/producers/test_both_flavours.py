@@ -150,7 +150,7 @@ async def test_closing_a_producer_waiting_in_the_queue_ends_its_wait_at_once(
     with pytest.raises(fencing.ProducerBusy) as err:
         await opening
     assert err.value.reason == "closed"
-    assert loop.time() - started < 2.0
+    assert loop.time() - started < 5.0  # far below the waiter's next turn, even when busy
     await holder.close()
 
 

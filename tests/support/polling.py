@@ -2,6 +2,7 @@
 
 >>> wait_until(lambda: server_ms(r) > deadline_ms, timeout=5.0)        # doctest: +SKIP
 >>> await wait_until_async(lambda: producer.queued() == 3)             # doctest: +SKIP
+>>> await wait_until_equal_async(election.candidates, 1)                # doctest: +SKIP
 
 A sleep is never a synchronisation: a test polls the condition it needs, with a deadline
 that turns "never happened" into a failure saying what was awaited (and, given
@@ -12,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-__all__ = ["wait_until", "wait_until_async"]
+__all__ = ["wait_until", "wait_until_async", "wait_until_equal_async"]
 
 T = TypeVar("T")
 
@@ -65,4 +66,21 @@ async def wait_until_async(
             return value
         if time.monotonic() > deadline:
             raise _failure(what, timeout, detail)
+        await asyncio.sleep(interval)
+
+
+async def wait_until_equal_async(
+    look: Callable[[], Awaitable[object]],
+    want: object,
+    timeout: float = 10.0,
+    interval: float = 0.01,
+    *,
+    what: str = "condition",
+) -> None:
+    """Await ``look()`` (a server query, say) until it returns ``want``; the failure says
+    what it returned last."""
+    deadline = time.monotonic() + timeout
+    while (got := await look()) != want:
+        if time.monotonic() > deadline:
+            raise _failure(what, timeout, lambda: f"last {got!r}, wanted {want!r}")
         await asyncio.sleep(interval)

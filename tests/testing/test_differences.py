@@ -347,7 +347,7 @@ def test_release_notifications_hand_over_promptly_in_memory(memory: fencing.Clie
     holder.close()
     waiter.join(20)
     assert got, "the waiter was not woken"
-    assert time.monotonic() - closed < 2.0
+    assert time.monotonic() - closed < 10.0  # by the notification, not the 30 s lease
     assert got[0].epoch(0) == 2
     got[0].close()
 
@@ -359,10 +359,10 @@ def test_a_blocking_read_is_woken_by_a_send_in_memory(memory: fencing.Client) ->
         timer = threading.Timer(0.2, lambda: p.send(b"late"))
         timer.start()
         started = time.monotonic()
-        records = reader.read(block_ms=5000)
+        records = reader.read(block_ms=30_000)
         timer.join()
     assert [(r.offset, r.value) for r in records] == [(0, b"late")]
-    assert time.monotonic() - started < 4.0
+    assert time.monotonic() - started < 10.0  # woken by the send, not the 30 s block
 
 
 def test_a_server_that_is_down_is_unavailable_and_nothing_applied() -> None:
