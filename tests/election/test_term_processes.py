@@ -89,7 +89,11 @@ def one_round(
     # fails as unreachable or unknown: it never reached the server); G1 along the log.
     assert [e["n"] for e in old.of("sent")] == list(range(1, len(old_term) + 1))
     errors = {e["error"] for e in old.of("refused")}
-    assert errors - {"OutcomeUnknown", "Unavailable"} <= {"LeaseExpired", "Fenced", "ProducerFenced"}, errors
+    assert errors - {"OutcomeUnknown", "Unavailable"} <= {
+        "LeaseExpired",
+        "Fenced",
+        "ProducerFenced",
+    }, errors
     epochs = [r.epoch for r in records]
     assert epochs == sorted(epochs)
     assert [r.offset for r in records] == list(range(len(records)))
