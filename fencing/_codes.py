@@ -63,6 +63,11 @@ CODES: dict[str, CodeSpec] = {
             "the producer was superseded on this partition",
         ),
         CodeSpec(
+            "GUARDED",
+            ("election", "reason", "epoch"),
+            "an election guards the topic: only its leaders open producers there",
+        ),
+        CodeSpec(
             "DUPLICATE_SEQUENCE",
             ("pid", "first_seq", "last_seq", "reason"),
             "a sequence range already used by other records, or older than the window",

@@ -9,7 +9,7 @@
   KEYS[5]  the partition metadata (hash)       <ns>:{<t>/<p>}:part
   ARGV[1]  session     the producer's session id
   ARGV[2]  label       the producer's name, for people and logs
-  ARGV[3]  mode        'shared' | 'exclusive' | 'wait' | 'fence'
+  ARGV[3]  mode        'shared' | 'exclusive' | 'wait' | 'fence' | 'term'
   ARGV[4]  ttl_ms      lease length (> 0)
   ARGV[5]  new_inc     incarnation to store if the row is created now
   ARGV[6]  seen_inc    row incarnation the producer saw ('' if none)
@@ -22,6 +22,8 @@
                        same name is an older incarnation and is taken over at once
   ARGV[11] part_inc    the partition incarnation the producer saw (G9: a topic handle
                        opened before a FLUSHALL must not take a row on the recreated topic)
+  ARGV[12] election    for 'term': the election whose term opens ('' otherwise)
+  ARGV[13] token       for 'term': the term's token, which becomes the epoch
 
   Returns one of
     {'granted', epoch, expires_ms, inc, wgen}   exclusive now (epoch = token, grown by one)
@@ -29,8 +31,11 @@
     {'waiting', remaining_ms, position, inc, wgen}  queued (wait mode): try again after
                                                 remaining_ms or a message on released_ch
   Errors: PRODUCER_BUSY (reason 'exclusive' | 'shared' | 'waiting'), PRODUCER_FENCED (a
-    waiter fenced by EXCLUSIVE_WITH_FENCING), TOPIC_DELETING, STATE_LOST, WRONG_TYPE,
-    BAD_ARGUMENT.
+    waiter fenced by EXCLUSIVE_WITH_FENCING; reason 'term-ended': a later term of the
+    election fenced the partition), GUARDED (reason 'outside': an election guards the
+    partition and this open is not its term's; 'election': another election guards it;
+    'epoch': producers outside the election wrote it at epochs up to the term's token),
+    TOPIC_DELETING, STATE_LOST, WRONG_TYPE, BAD_ARGUMENT.
   Notifies (last; sharded pub/sub where the server has it): a severed exclusive holder on
     session_ch .. <its session> ("severed <old epoch> <new epoch> <row key>"), and waiters
     on released_ch after EXCLUSIVE_WITH_FENCING ("fenced <epoch>").
@@ -42,20 +47,29 @@
   granted as EXCLUSIVE when it is the first live waiter and nobody else lives.
   EXCLUSIVE_WITH_FENCING ('fence') always wins: epoch + 1, the holder, every shared producer
   and every waiter are fenced.
+  A partition guarded by an election (guard.lua) takes only 'term' opens of that election:
+  granted while its epoch is below the token, or equal to it (the same term: a second
+  producer of the term takes over); the epoch becomes the token, and everyone else
+  registered there is fenced. Lower tokens never fence higher ones.
 ]]
 --- @include "common"
 --- @include "partition"
 --- @include "producer"
 --- @include "producer_queue"
+--- @include "guard"
 
 local row_key, shared, waiters, leases, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local session, label, mode = ARGV[1], ARGV[2], ARGV[3]
 local ttl_ms = int_arg(ARGV[4])
 local new_inc, seen_inc, my_wgen = ARGV[5], ARGV[6], ARGV[7]
 local session_ch, released_ch, named = ARGV[8], ARGV[9], ARGV[10]
+local election, term_token = ARGV[12] or '', int_arg(ARGV[13] or '0')
 
 if ttl_ms == nil or ttl_ms <= 0 then
   return fail(E.BAD_ARGUMENT, 'ttl_ms', ARGV[4])
+end
+if mode == 'term' and (election == '' or term_token == nil or term_token < 1) then
+  return fail(E.BAD_ARGUMENT, 'term', election .. ' ' .. tostring(ARGV[13]))
 end
 local bad = check_types({shared, waiters, leases}, {'zset', 'zset', 'hash'})
 if bad then return bad end
@@ -70,6 +84,36 @@ if bad then return bad end
 if seen_inc ~= '' then
   bad = check_incarnation(row.exists and row.inc, seen_inc)
   if bad then return bad end
+end
+local guard = row.exists and guard_of(row_key) or ''
+if mode == 'term' then
+  if guard ~= '' and guard ~= election then
+    return fail(E.GUARDED, guard, 'election', row.token)
+  end
+  if row.token > term_token or (row.token == term_token and guard == '') then
+    if guard == election then
+      return fail(E.PRODUCER_FENCED, term_token, row.token, 'term-ended')
+    end
+    return fail(E.GUARDED, election, 'epoch', row.token)
+  end
+  if row.token == term_token and row.session == session and row.mode == 'x' then
+    -- A retry of this open: same epoch, lease extended.
+    row.expires = now_ms() + ttl_ms
+    save_producer_row(row_key, row)
+    return {'granted', row.token, row.expires, row.inc, row.wgen}
+  end
+  fence_partition(row, row_key, shared, waiters, leases, election, term_token, session_ch,
+    released_ch)
+  row.token = term_token
+  row.gen = row.gen + 1
+  row.session = session
+  row.label = label
+  row.expires = now_ms() + ttl_ms
+  save_producer_row(row_key, row)
+  return {'granted', row.token, row.expires, row.inc, row.wgen}
+end
+if guard ~= '' then
+  return fail(E.GUARDED, guard, 'outside', row.token)
 end
 if mode == 'wait' and my_wgen ~= '' and tonumber(my_wgen) < row.wgen then
   return fail(E.PRODUCER_FENCED, row.token, row.token, 'fenced-waiter')

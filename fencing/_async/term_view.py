@@ -6,7 +6,8 @@ few things it needs through :class:`TermHooks`, handed over as functions.
 
 >>> term = Leadership(election, owner, grant, sent=sent, started=started,
 ...                   hooks=TermHooks(check_process=..., in_own_process=..., peek=...,
-...                                   publish_change=..., ended=...))  # doctest: +SKIP
+...                                   publish_change=..., ended=..., fence=...,
+...                                   guard=...))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .._runtime.tasks import primitives as runtime
 
 if TYPE_CHECKING:
     from .leadership import Leadership
+    from .metadata import TopicMetadata
 
 #: on_elected / on_revoked: called with the term (under fencing.aio, may be a coroutine
 #: function).
@@ -51,7 +53,7 @@ class TermHooks:
     """What a term asks of the election that won it, handed over as functions.
 
     >>> hooks = TermHooks(check_process=..., in_own_process=..., peek=..., publish_change=...,
-    ...                   ended=...)                                  # doctest: +SKIP
+    ...                   ended=..., fence=..., guard=...)            # doctest: +SKIP
     """
 
     #: Raise :class:`~fencing.ProcessBoundError` in a process forked from the election's.
@@ -64,3 +66,8 @@ class TermHooks:
     publish_change: Callable[[str], runtime.Later[None]]
     #: The term ended (released, and observers told): the election forgets it.
     ended: Callable[[Leadership], None]
+    #: Fence every topic the election guards at the term's token, before the term is
+    #: announced: True once done, False if the term ended meanwhile (see .guards).
+    fence: Callable[[Leadership], runtime.Later[bool]]
+    #: Register a topic with the election while the term holds (its producers' first open).
+    guard: Callable[[TopicMetadata], runtime.Later[None]]

@@ -33,13 +33,15 @@ from .reading import (
 
 @dataclass(frozen=True, slots=True)
 class TopicMeta:
-    """A topic's metadata hash: incarnation, partition count, creation time (server ms)."""
+    """A topic's metadata hash: incarnation, partition count, creation time (server ms),
+    and the election that guards it ("" for none: see ``leadership.producer``)."""
 
     name: str
     incarnation: str
     partitions: int
     ready: bool
     created_ms: int
+    guard: str = ""
 
 
 def _unknown(keys: Keys, topic: str, where: str) -> UnknownTopic:
@@ -80,6 +82,7 @@ def meta_from_row(name: str, row: dict[str, str]) -> TopicMeta:
         partitions=to_int(row.get("partitions")),
         ready=row.get("ready") == "1",
         created_ms=to_int(row.get("created_ms")),
+        guard=row.get("guard", ""),
     )
 
 

@@ -18,6 +18,7 @@ from ..errors import (
     UnknownProducerId,
 )
 from .base import ErrorReply, ScriptCall, generic_error
+from .guarded import guarded_error
 from .topic import DEFAULT_DEDUP_WINDOW, parse_answers, partition_errors, topic_errors
 
 
@@ -120,6 +121,8 @@ def producer_errors(pk: PartitionKeys) -> Any:
                 "opened since",
                 "incarnation": f"it is open number {epoch} of its name (or saved state), and "
                 f"open number {current}, made at the same time, opened this partition first",
+                "term-ended": f"the term of token {epoch} ended: the term of token {current} "
+                "fenced the partition when it was granted",
             }.get(
                 reply.fields["reason"],
                 f"it holds epoch {epoch} but epoch {current} was granted to another producer since",
@@ -132,6 +135,8 @@ def producer_errors(pk: PartitionKeys) -> Any:
                 epoch=epoch,
                 current_epoch=current,
             )
+        if reply.code == "GUARDED":
+            return guarded_error(pk.topic, pk.partition, reply)
         if reply.code == "PRODUCER_BUSY":
             reason = reply.fields["reason"]
             remaining = reply.int("remaining_ms") / 1000.0

@@ -14,6 +14,7 @@ released and waiting candidates are woken by notification, not by polling.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from ..errors import (
     InvalidArgumentType,
     Unavailable,
 )
+from . import guards
 from .claims import Campaign
 from .context import Context, context_of
 from .leadership import Leadership, begin_term
@@ -42,8 +44,10 @@ from .ownership import Ownership
 from .term_view import Callback, TermHooks
 
 if TYPE_CHECKING:
+    from .._grant import Grant
     from .._retry import RetryBudget
     from .._runtime.threads.keeper import Task
+    from .metadata import TopicMetadata
 
 log = logging.getLogger(__name__)
 
@@ -381,6 +385,8 @@ class Election(ProcessBound, runtime.Ready):
                 peek=self._peek,
                 publish_change=self._publish_change,
                 ended=self._term_ended,
+                fence=functools.partial(self._fence_guarded, deadline),
+                guard=functools.partial(self._guard, owner.session, grant),
             ),
         )
         won = {telemetry.ELECTION: self.name, telemetry.OUTCOME: "won"}
@@ -399,6 +405,52 @@ class Election(ProcessBound, runtime.Ready):
             term.resign()
             raise self._closed_error()
         return term if began else None
+
+    def _fence_guarded(self, deadline: float | None, term: Leadership) -> bool:
+        """Fence every topic the election guards at ``term``'s token; True once done,
+        False if the term ended meanwhile. A node that cannot be reached is tried again
+        until the campaign's deadline, then the campaign fails (its caller resigns)."""
+        while True:
+            if term.lost.is_set():
+                return False
+            try:
+                guards.fence_guarded(
+                    self._context, self._keys, self.name, token=term.token, budget=self._budget
+                )
+                return True
+            except Unavailable as exc:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise Unavailable(
+                        f"election {self.name!r}: elected at token {term.token}, but the "
+                        f"topics it guards could not be fenced before the campaign's timeout "
+                        f"({exc}); the term is resigned, never announced. Bring the node "
+                        "back, then campaign again"
+                    ) from exc
+                log.warning(
+                    "redis-fencing: election %r: fencing the topics it guards at token %d "
+                    "failed; trying again: %s",
+                    self.name,
+                    term.token,
+                    exc,
+                )
+            pause = self.retry_period
+            if deadline is not None:
+                pause = max(0.0, min(pause, deadline - time.monotonic()))
+            runtime.wait_event(term.lost, pause)
+
+    def _guard(self, session: str, grant: Grant, meta: TopicMetadata) -> None:
+        """Make the election the guard of ``meta``'s topic while the term of ``grant``
+        (held by ``session``) holds."""
+        guards.guard(
+            self._context,
+            self._keys,
+            self.name,
+            meta,
+            session=session,
+            token=grant.token,
+            incarnation=grant.incarnation,
+            budget=self._budget,
+        )
 
     def _saw(self, incarnation: str, token: int) -> None:
         with self._lock:

@@ -45,7 +45,9 @@ from .._runtime.threads import primitives as runtime
 from ..errors import Fenced, FencingError, LeaseExpired, StateLost
 from . import term_errors
 from .lost_event import LostEvent
+from .metadata import TopicFace
 from .ownership import Ownership
+from .term_producer import TermProducer, TermProducers
 from .term_view import ElectionView, TermHooks
 
 log = logging.getLogger(__name__)
@@ -116,6 +118,9 @@ class Leadership:
         self._runners: list[object] = []
         # A notification that the row was taken over ends the term at once.
         owner.on_severed = self._on_severed
+        self._producers = TermProducers(
+            election.name, self.token, self.lost, self._ended_reason, hooks.guard
+        )
 
     # -- public ------------------------------------------------------------------------------
 
@@ -205,6 +210,41 @@ class Leadership:
             self._finish(self._ended_reason(), resign=False)
             return
         self._finish(term_errors.resigned(self.election.name, self.token), resign=True)
+
+    @runtime.opening
+    def producer(
+        self,
+        topic: TopicFace,
+        *,
+        lease_ttl: float | None = None,
+        idempotent: bool = True,
+        acks: str = "leader",
+        linger_ms: float = 0.0,
+        batch_size: int = 16384,
+    ) -> TermProducer:
+        """A producer on ``topic`` whose right to write is this term: its epoch is the
+        term's token on every partition, and the topic is guarded by the election (a later
+        term fences it before its campaign returns; opens from outside the election are
+        refused). The options are a producer's (``lease_ttl`` defaults to the election's
+        ttl); the term is its identity, so it takes no access mode, name or saved state.
+
+        Refused once the term ended here; ended with the term, before ``on_revoked`` runs
+        (closed on a resign, fenced on a loss).
+
+        >>> with leadership.producer(topic) as producer:
+        ...     producer.send(b"decision")
+        """
+        self._hooks.check_process()
+        producer = TermProducer(
+            self._producers,
+            topic,
+            lease_ttl=self.election.ttl if lease_ttl is None else lease_ttl,
+            idempotent=idempotent,
+            acks=acks,
+            linger_ms=linger_ms,
+            batch_size=batch_size,
+        )
+        return producer.open()
 
     def __enter__(self) -> Leadership:
         return self
@@ -360,6 +400,7 @@ class Leadership:
             ins.lease_lost.add(1, {telemetry.KIND: "election"})
         escaped: BaseException | None = None
         try:
+            self._producers.end(reason, resign=resign)
             if self._announced and election.on_revoked is not None:
                 try:
                     runtime.call(election.on_revoked, self)
@@ -453,16 +494,23 @@ def begin_term(term: Leadership) -> bool:
     """Start ``term``: its renewals and deadline timer run, observers are told, and
     ``on_elected`` runs under the callback contract.
 
-    Returns False when the term ended before ``on_elected`` could start (its deadline
-    passed, another candidate took over, ``close()``): never announced, never held; the
-    campaign goes on. If ``on_elected`` fails, or the caller is interrupted, the term ends
-    here (released, its runners stopped) and the error is raised.
+    First every topic the election guards is fenced at the term's token (a term whose
+    topics cannot be fenced is never announced). Returns False when the term ended before
+    ``on_elected`` could start (its deadline passed, another candidate took over,
+    ``close()``): never announced, never held; the campaign goes on. If ``on_elected``
+    fails, or the caller is interrupted, the term ends here (released, its runners
+    stopped) and the error is raised.
 
     >>> if begin_term(term):                                    # doctest: +SKIP
     ...     return term                                               # the caller leads
     """
     try:
         term._start()
+        if not term._hooks.fence(term):
+            # The term ended while the topics it guards were fenced: never announced.
+            term._elected_returned()
+            term.resign()
+            return False
         term._hooks.publish_change(f"elected {term.token}")
         if not term._announce():
             term._elected_returned()

@@ -72,11 +72,25 @@ def _status(args: argparse.Namespace) -> int:
         f"topic {meta.name!r} in namespace {status.namespace!r}: {meta.partitions} "
         f"partition(s), incarnation {meta.incarnation}, created {when(meta.created_ms)}"
         + ("" if meta.ready else " (still being created)")
+        + (f", guarded by election {meta.guard!r}" if meta.guard else "")
     )
     for p in status.partitions:
         _print_partition(p)
     _print_groups(groups)
     return 0
+
+
+def _print_guarded(status: insp.NamespaceStatus) -> None:
+    """The topics an election guards: their epoch is the token of its current term."""
+    guarded = [t for t in status.topics if t.guard]
+    if not guarded:
+        return
+    tokens = {e.name: e.token for e in status.elections}
+    print("guarded topics (written only by leadership.producer of their election):")
+    table(
+        ("TOPIC", "ELECTION", "TOKEN"),
+        [(t.name, t.guard, str(tokens.get(t.guard, "-"))) for t in guarded],
+    )
 
 
 def _status_namespace(args: argparse.Namespace) -> int:
@@ -109,6 +123,7 @@ def _status_namespace(args: argparse.Namespace) -> int:
         )
     else:
         print("topics: none")
+    _print_guarded(status)
     print_elections(status.elections, "elections:")
     if status.groups:
         print("consumer groups (details: fencing status TOPIC):")

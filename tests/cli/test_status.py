@@ -355,3 +355,26 @@ def test_empty_partition_says_it_holds_no_records(
         "fencing: offset 1 is out of range for partition 0 of topic 't': it holds no records "
         "(next offset 3); use 'earliest' or 'latest'\n"
     )
+
+
+def test_status_lists_each_guarded_topic_with_its_election_and_token(
+    capsys: pytest.CaptureFixture[str], server: ServerInfo, namespace: str, client: Client
+) -> None:
+    client.topic("free", partitions=1).open()
+    election = client.election("sched", "host-a", ttl=10.0)
+    with election.campaign() as first:
+        first.producer(client.topic("decisions", partitions=2)).close()
+    with election.campaign() as term:
+        assert term.token == 2
+        code, out, err = run(capsys, "status", *at(server, namespace))
+        assert (code, err) == (0, "")
+        lines = out.splitlines()
+        start = lines.index(
+            "guarded topics (written only by leadership.producer of their election):"
+        )
+        assert lines[start + 1].split() == ["TOPIC", "ELECTION", "TOKEN"]
+        assert lines[start + 2].split() == ["decisions", "sched", "2"]
+        assert "free" not in "".join(lines[start : start + 4])
+        code, out, _ = run(capsys, "status", "decisions", *at(server, namespace))
+        assert out.splitlines()[0].endswith(", guarded by election 'sched'")
+    election.close()

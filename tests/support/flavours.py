@@ -14,6 +14,8 @@ from typing import Any
 
 import fencing
 import fencing.aio
+from fencing._async.term_producer import TermProducer as AsyncTermProducer
+from fencing._sync.term_producer import TermProducer
 
 TWINS: dict[type, type] = {
     fencing.Client: fencing.aio.Client,
@@ -24,6 +26,7 @@ TWINS: dict[type, type] = {
     fencing.Ownership: fencing.aio.Ownership,
     fencing.Election: fencing.aio.Election,
     fencing.Leadership: fencing.aio.Leadership,
+    TermProducer: AsyncTermProducer,
 }
 
 
