@@ -31,7 +31,11 @@
   Returns {landed, first_offset, generation, next_sequence, epoch}: landed 1 with the original
     first offset and the epoch its records carry (a newer incarnation may have written it,
     resent under its own epoch; -1 once retention trimmed it away), or 0 (first_offset -1,
-    epoch -1) with the new generation and the sequence to continue at.
+    epoch -1) with the new generation and the sequence to continue at. next_sequence is
+    the PID's last written sequence + 1: when landed, the caller goes on after the
+    resolved batch itself (a resumed producer's resend of an old batch may be resolved
+    while later batches stand written, to be resent as duplicates), and below
+    next_sequence no batch is fresh.
   An expired state still stored answers by itself: the batch in its window landed; a batch
   past its last sequence never did (the state is created one generation up, to go on at
   the batch's sequence). With no state stored, a pending fresh batch sent less than half
