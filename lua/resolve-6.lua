@@ -33,6 +33,10 @@
     written it, resent under its own epoch; -1 once retention trimmed it away), and the
     records its call answered by their message ids ('' for none; see append-9.lua), or 0
     (first_offset -1, epoch -1) with the new generation and the sequence to continue at.
+    next_sequence is the PID's last written sequence + 1: when landed, the caller goes on
+    after the resolved batch itself (a resumed producer's resend of an old batch may be
+    resolved while later batches stand written, to be resent as duplicates), and below
+    next_sequence no batch is fresh.
   An expired state still stored answers by itself: the batch in its window landed; a batch
   past its last sequence never did (the state is created one generation up, to go on at
   the batch's sequence). With no state stored, a pending fresh batch sent less than half

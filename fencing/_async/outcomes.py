@@ -196,7 +196,13 @@ class Outcomes:
         superseded = resolved.generation > pending.generation + (0 if resolved.landed else 1)
         if not superseded:
             standing.generation = resolved.generation
-            standing.next_sequence = resolved.next_sequence
+            # Landed, it is the last batch acknowledged: the producer goes on after *it*
+            # (Kafka's rule), not after the PID's last sequence on the partition. A resumed
+            # producer's resend of an old batch may be resolved while later ones stand
+            # written: those are still to be resent, and answered as the duplicates they
+            # are. Sequences below the PID's next one were written: never fresh again.
+            end = pending.first_sequence + pending.records
+            standing.next_sequence = end if resolved.landed else resolved.next_sequence
             standing.floor = max(standing.floor, resolved.next_sequence)
         # Last, once the producer stands where the resolution leaves it: an interrupt
         # before this leaves the batch pending, to be resolved again (the same answer).

@@ -413,6 +413,9 @@ class Resolved:
     landed: bool
     first_offset: int
     generation: int
+    #: The PID's last written sequence + 1 on the partition: where a batch that did not
+    #: land leaves the producer, and below which no batch is fresh. A batch that landed
+    #: is the last one acknowledged: the producer goes on after it, which may be below.
     next_sequence: int
     #: The epoch the landed batch's records carry (a newer incarnation of the PID may have
     #: written it under its own); -1 when it did not land, or retention trimmed it away.
