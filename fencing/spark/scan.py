@@ -76,6 +76,7 @@ def arrow_schema() -> pa.Schema:
             ("epoch", pa.int64()),
             ("producer_id", pa.int64()),
             ("timestamp", pa.timestamp("us", tz="UTC")),
+            ("message_id", pa.string()),
         ]
     )
 
@@ -111,6 +112,7 @@ def to_batch(records: Sequence[Record], schema: pa.Schema) -> pa.RecordBatch:
             pa.array(
                 [(r.timestamp_ms or 0) * 1000 for r in records], schema.field("timestamp").type
             ),
+            pa.array([r.message_id for r in records], pa.string()),
         ],
         schema=schema,
     )

@@ -73,6 +73,7 @@ SCHEMA = StructType(
         StructField("epoch", LongType()),
         StructField("producer_id", LongType()),
         StructField("timestamp", TimestampType()),
+        StructField("message_id", StringType(), nullable=True),
     ]
 )
 

@@ -40,11 +40,14 @@ def load(spark: Any, server: ServerInfo, namespace: str, topic: str, **options: 
 def rows(df: Any) -> list[tuple[Any, ...]]:
     """The rows, sorted, with their timestamps as epoch milliseconds (PySpark hands them
     over as naive datetimes of the local time zone)."""
-    return sorted((*r[:8], round(r.timestamp.timestamp() * 1000)) for r in df.collect())
+    return sorted(
+        (*r[:8], round(r.timestamp.timestamp() * 1000), r.message_id) for r in df.collect()
+    )
 
 
 def fill(client: fencing.Client, name: str, per_partition: int = 5) -> fencing.Topic:
-    """A topic of 2 partitions: values p<p>-<i>, keys on even i, a header on every third."""
+    """A topic of 2 partitions: values p<p>-<i>, keys on even i, a header on every third, a
+    message id on odd i."""
     topic = client.topic(name, partitions=2)
     with topic.producer() as producer:
         for p in (0, 1):
@@ -54,6 +57,7 @@ def fill(client: fencing.Client, name: str, per_partition: int = 5) -> fencing.T
                     key=f"k{i}".encode() if i % 2 == 0 else None,
                     headers={"h": f"{i}".encode(), "n": b""} if i % 3 == 0 else None,
                     partition=p,
+                    message_id=f"m{p}-{i}" if i % 2 else None,
                 )
     return topic
 
@@ -63,7 +67,7 @@ def expected(client: fencing.Client, name: str) -> list[tuple[Any, ...]]:
     for p in (0, 1):
         for r in read_records(client, name, p):
             row = (name, p, r.offset, r.key, r.value, dict(r.headers), r.epoch, r.producer_id)
-            out.append((*row, r.timestamp_ms))
+            out.append((*row, r.timestamp_ms, r.message_id))
     return sorted(out)
 
 
@@ -82,11 +86,13 @@ def test_every_record_is_read_back_exactly_with_all_its_columns(
         "epoch",
         "producer_id",
         "timestamp",
+        "message_id",
     ]
     got = rows(df)
     want = expected(client, "orders")
     assert len(got) == 10
     assert sum(1 for g in got if g[3] is None) == 4 and sum(1 for g in got if g[5]) == 4
+    assert [g[9] for g in got if g[9] is not None] == ["m0-1", "m0-3", "m1-1", "m1-3"]
     assert got == want
     assert df.rdd.getNumPartitions() == 2
 
