@@ -7,7 +7,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -140,8 +140,8 @@ class RoundTrips:
 
 
 def table(
-    rows: list[tuple[str, str, str, str, str]],
-    head: tuple[str, str, str, str, str] = (
+    rows: Sequence[tuple[str, ...]],
+    head: tuple[str, ...] = (
         "benchmark",
         "redis-fencing",
         "baseline",
@@ -149,8 +149,9 @@ def table(
         "target",
     ),
 ) -> str:
-    """A plain-text table, by default: benchmark, fenced, baseline, ratio, target."""
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(5)]
+    """A plain-text table of as many columns as ``head``, by default: benchmark, fenced,
+    baseline, ratio, target."""
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     line = "  ".join("-" * w for w in widths)
     out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)), line]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]

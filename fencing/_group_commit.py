@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ._protocol.topic import EncodedBatch, batch_digest, encode_batch
-from ._record import Limits, Record, RecordMetadata, placed, to_bytes
+from ._record import Limits, Record, RecordMetadata, check_message_id, placed, to_bytes
 
 
 class Entry:
@@ -145,7 +145,7 @@ def encode_one(
     against ``limits`` before any I/O: what ``encode_batch`` makes of the record, without
     building a :class:`Record` or a batch when it has no headers or id (this runs per
     send)."""
-    if headers is not None or message_id is not None:
+    if headers is not None:
         raw_key = None if key is None else to_bytes("key", key)
         record = Record(
             to_bytes("value", value),
@@ -166,11 +166,19 @@ def encode_one(
         raw_key = key if type(key) is bytes else to_bytes("key", key)
         size = len(raw) + len(raw_key)
         layout, parts = "1", (raw, raw_key)
+    if message_id is not None:
+        # (The shapes encode_batch gives a record with an id: 4 or 5, the id last.)
+        raw_id = check_message_id(message_id).encode("utf-8")
+        size += len(raw_id)
+        layout, parts = "45"[len(parts) - 1], (*parts, raw_id)
     if size > limits.max_record_bytes:
         limits.check_record(size)
     if size > limits.max_batch_bytes:
         limits.check_batch(1, size)
-    return Entry(1, layout, parts, size, expected_offset, event=event, future=future)
+    return Entry(
+        1, layout, parts, size, expected_offset, event=event, future=future,
+        ids=message_id is not None,
+    )  # fmt: skip
 
 
 def take_group(

@@ -275,14 +275,7 @@ else
   end
 end
 if units and written > 0 then
-  local offset_of, k = {}, 0
-  for i = 1, n do
-    if not answered[i] then
-      offset_of[i] = next_offset + k
-      k = k + 1
-    end
-  end
-  remember_ids(mids, midq, at, offset_of, n, a_epoch, ts, now, id_window, id_ttl)
+  remember_ids(mids, midq, at, answered, next_offset, n, a_epoch, ts, now, id_window, id_ttl)
 end
 if mode == 'x' then
   -- A send extends the holder's lease: a lapsed holder that nobody replaced keeps its

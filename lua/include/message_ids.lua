@@ -156,21 +156,27 @@ local function answers_of(answered, n)
   return table.concat(out, ',')
 end
 
--- Remembers the ids of the records written (offset_of[i] the offset record i got), then
--- forgets the oldest beyond the window's count, and a few past its age.
-local function remember_ids(ids, queue, at, offset_of, n, ep, ts, now, window, ttl_ms)
+-- Remembers the ids of the records written (those not answered, at next_offset onwards in
+-- order), then forgets the oldest beyond the window's count, and a few past its age.
+local function remember_ids(ids, queue, at, answered, next_offset, n, ep, ts, now, window,
+    ttl_ms)
   local spread = unpack or table.unpack
-  local fields, entries = {}, {}
+  local fields, entries, nf, ne = {}, {}, 0, 0
+  -- (Offsets are integers below 2^53: concatenation writes their digits, as '%d' does.)
+  local tail, offset = ' ' .. ep .. ' ' .. ts, next_offset
   for i = 1, n do
-    local offset = offset_of[i]
-    if at[i] and offset then
-      local id, o = ARGV[at[i]], string.format('%d', offset)
-      fields[#fields + 1] = id
-      fields[#fields + 1] = o .. ' ' .. ep .. ' ' .. ts
-      entries[#entries + 1] = ts .. ' ' .. o .. ' ' .. id
+    if not answered[i] then
+      local p = at[i]
+      if p then
+        local id, o = ARGV[p], offset .. ''
+        fields[nf + 1], fields[nf + 2], nf = id, o .. tail, nf + 2
+        ne = ne + 1
+        entries[ne] = ts .. ' ' .. o .. ' ' .. id
+      end
+      offset = offset + 1
     end
   end
-  if #entries == 0 then
+  if ne == 0 then
     return
   end
   redis.call('HSET', ids, spread(fields))
@@ -197,26 +203,22 @@ local function remember_ids(ids, queue, at, offset_of, n, ep, ts, now, window, t
   if #old == 0 then
     return
   end
-  local names, offsets = {}, {}
-  for _, entry in ipairs(old) do
+  local names, prefixes = {}, {}
+  for j, entry in ipairs(old) do
     local o, id = string.match(entry, '^%d+ (%d+) (.*)$')
-    if o then
-      names[#names + 1] = id
-      offsets[#offsets + 1] = o
-    end
+    names[j], prefixes[j] = id or '', (o or '-') .. ' '
   end
-  if #names == 0 then
-    return
-  end
+  -- An entry forgets its id only while the hash names its offset (see above).
   local current = redis.call('HMGET', ids, spread(names))
-  local gone = {}
+  local gone, ng = {}, 0
   for j = 1, #names do
     local raw = current[j]
-    if raw and string.match(raw, '^(%d+) ') == offsets[j] then
-      gone[#gone + 1] = names[j]
+    if raw and string.find(raw, prefixes[j], 1, true) == 1 then
+      ng = ng + 1
+      gone[ng] = names[j]
     end
   end
-  if #gone > 0 then
+  if ng > 0 then
     redis.call('HDEL', ids, spread(gone))
   end
 end

@@ -148,18 +148,23 @@ local function append_records(meta, stream, first, start, maxlen, layout, from_i
       reply = call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
         'k', ARGV[pos + 1], 'h', ARGV[pos + 2])
       pos = pos + 3
+    -- Shapes 4..7: as 0..3, with the record's message id as its last part (field m).
+    elseif shape == 4 then
+      reply = call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
+        'm', ARGV[pos + 1])
+      pos = pos + 2
+    elseif shape == 5 then
+      reply = call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
+        'k', ARGV[pos + 1], 'm', ARGV[pos + 2])
+      pos = pos + 3
+    elseif shape == 6 then
+      reply = call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
+        'h', ARGV[pos + 1], 'm', ARGV[pos + 2])
+      pos = pos + 3
     else
-      -- Shapes 4..7: as 0..3, with the record's message id as its last part (field m).
-      local fields, k = {'t', ts, 'e', ep, 'p', producer, 'v', value}, pos + 1
-      if shape % 2 == 1 then
-        fields[#fields + 1], fields[#fields + 2], k = 'k', ARGV[k], k + 1
-      end
-      if shape >= 6 then
-        fields[#fields + 1], fields[#fields + 2], k = 'h', ARGV[k], k + 1
-      end
-      fields[#fields + 1], fields[#fields + 2] = 'm', ARGV[k]
-      reply = call('XADD', stream, id, (unpack or table.unpack)(fields))
-      pos = k + 1
+      reply = call('XADD', stream, id, 't', ts, 'e', ep, 'p', producer, 'v', value,
+        'k', ARGV[pos + 1], 'h', ARGV[pos + 2], 'm', ARGV[pos + 3])
+      pos = pos + 4
     end
     i = i + 1
     if call ~= redis.call then
