@@ -295,3 +295,33 @@ async def test_a_send_resent_after_a_timeout_lands_once(aclient: fencing.aio.Cli
     assert [r.message_id for r in records] == [f"id-{i}" for i in range(n)]
     assert [md.offset for md in answers] == list(range(n))
     assert timed_out >= 60 and duplicates >= 5
+
+
+def test_a_producer_without_sequences_resends_a_call_whose_records_all_carry_ids(
+    proxied: tuple[Proxy, fencing.Client], client: fencing.Client
+) -> None:
+    """``idempotent=False`` never resends a call that may have landed, unless every record
+    carries an id: then the resend is answered by the ids, and lands nothing twice."""
+    proxy, pclient = proxied
+    topic = pclient.topic("plain", partitions=1)
+    with topic.producer(idempotent=False) as p:
+        p.send(b"w")
+        with proxy.drop_replies(APPEND):  # the first attempt lands, its reply is lost
+            md = p.send(b"a", message_id="a")
+        assert md.offset == 1
+        with proxy.drop_replies(APPEND), pytest.raises(fencing.OutcomeUnknown):
+            p.send(b"b")  # no id: never sent twice
+    assert values_of(client.topic("plain")) == [b"w", b"a", b"b"]
+
+
+def test_a_deleted_topic_takes_its_ids_with_it(client: fencing.Client, raw: redis.Redis) -> None:
+    topic = client.topic("gone", partitions=1)
+    with topic.producer() as p:
+        p.send(b"a", message_id="a")
+    pk = metadata_of(topic).partition_keys(0)
+    assert raw.exists(pk.message_ids, pk.message_id_queue) == 2
+    client.delete_topic("gone")
+    assert raw.exists(pk.message_ids, pk.message_id_queue) == 0
+    again = client.topic("gone", partitions=1)
+    with again.producer() as p:
+        assert not p.send(b"a", message_id="a").duplicate  # a new topic knows no id
