@@ -30,6 +30,7 @@ COMMANDS: tuple[str, ...] = (
     "xadd", "xrange", "xtrim", "xlen", "xread",
     "zadd", "zcard", "zrange", "zrangebyscore", "zrank", "zrem", "zremrangebyscore",
     "zscore", "zcount",
+    "rpush", "lpop", "lindex", "lrange", "ltrim",  # message ids
     "publish", "spublish",
     # plain commands
     "get", "incr", "incrby", "ping", "subscribe", "unsubscribe", "ssubscribe", "sunsubscribe",

@@ -37,6 +37,33 @@ async def test_sends_land_at_contiguous_offsets_and_read_back_exactly(api: Api) 
     assert await topic.offsets(0) == (0, 3)
 
 
+async def test_a_known_message_id_is_answered_with_the_original(api: Api) -> None:
+    """On one server, a cluster, as an ACL user and over TLS: the id window's keys and
+    commands are the append's own."""
+    topic = api.client().topic("ids", partitions=3, message_id_window=2)
+    async with topic.producer() as producer:
+        first = await producer.send(b"a", message_id="a")
+        batch = await producer.send_batch(
+            [fencing.Record(b"b", message_id="b"), fencing.Record(b"c", message_id="c")],
+            partition=first.partition,
+        )
+        resent = await producer.send_batch(
+            [fencing.Record(b"b", message_id="b"), fencing.Record(b"c", message_id="c")],
+            partition=first.partition,
+        )
+        assert resent == batch and all(md.duplicate for md in resent)
+        again = await producer.send(b"a", message_id="a")  # pushed out of a window of 2
+        assert (again.offset, again.duplicate) == (first.offset + 3, False)
+    reader = await topic.reader(first.partition, "earliest")
+    records = await reader.read(max_records=10)
+    assert [(r.value, r.message_id) for r in records] == [
+        (b"a", "a"),
+        (b"b", "b"),
+        (b"c", "c"),
+        (b"a", "a"),
+    ]
+
+
 async def test_expected_offset_mismatch_carries_the_real_next_offset(api: Api) -> None:
     topic = api.client().topic("t", partitions=1)
     async with topic.producer() as producer:
