@@ -37,8 +37,9 @@ from ..errors import (
 from . import guards
 from .claims import Campaign
 from .context import Context, context_of
-from .leadership import Leadership, begin_term
+from .leadership import Leadership
 from .ownership import Ownership
+from .term_start import begin_term
 from .term_view import Callback, TermHooks
 
 if TYPE_CHECKING:

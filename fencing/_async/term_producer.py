@@ -186,8 +186,8 @@ class TermProducer(Producer):
         """The term ended by a loss: fenced for good with ``reason`` at once, without a
         round trip (queued sends fail with it; nothing more is sent or renewed)."""
         status = self._status
-        if status.fenced is not None or status.closed:
-            return
+        if status.fenced is not None or status.closed or not self._in_own_process():
+            return  # (in a forked child the producer is the parent's: nothing is touched)
         status.fenced = reason
         if self._renewal is not None:
             self._renewal.cancel()
@@ -197,6 +197,10 @@ class TermProducer(Producer):
         self._answers.deliver()
 
     def _check_term(self) -> None:
+        """Refused at once once the term ended here. In a forked child, refused as the
+        parent's handle first: the term reads as ended there, but it is not the child's
+        to end, and the producer's queued sends are the parent's."""
+        self._check_process()
         if self._seat.lost.is_set() and self._status.opened:
             self.term_ended(self._seat.ended())
 

@@ -29,7 +29,7 @@ loss and the stopped callback runs on time):
   a callback does not wait for itself.
 
 A term knows its election only through what it reads of it and the few things it asks of
-it (:mod:`.term_view`); :func:`begin_term` starts it.
+it (:mod:`.term_view`); :func:`.term_start.begin_term` starts it.
 """
 
 from __future__ import annotations
@@ -488,44 +488,3 @@ class Leadership:
             self._announced = True
             self._electing = runtime.current()
             return True
-
-
-def begin_term(term: Leadership) -> bool:
-    """Start ``term``: its renewals and deadline timer run, observers are told, and
-    ``on_elected`` runs under the callback contract.
-
-    First every topic the election guards is fenced at the term's token (a term whose
-    topics cannot be fenced is never announced). Returns False when the term ended before
-    ``on_elected`` could start (its deadline passed, another candidate took over,
-    ``close()``): never announced, never held; the campaign goes on. If ``on_elected``
-    fails, or the caller is interrupted, the term ends here (released, its runners
-    stopped) and the error is raised.
-
-    >>> if begin_term(term):                                    # doctest: +SKIP
-    ...     return term                                               # the caller leads
-    """
-    try:
-        term._start()
-        if not term._hooks.fence(term):
-            # The term ended while the topics it guards were fenced: never announced.
-            term._elected_returned()
-            term.resign()
-            return False
-        term._hooks.publish_change(f"elected {term.token}")
-        if not term._announce():
-            term._elected_returned()
-            term._wait_ended()
-            return False
-        on_elected = term.election.on_elected
-        if on_elected is not None:
-            runtime.call(on_elected, term)
-    except BaseException:
-        # The caller never gets this term (on_elected failed, or the campaign was
-        # interrupted): it ends here, released, its runners stopped.
-        if term._elected_returned():
-            term._complete(term._ended_reason(), resign=True, me=runtime.current())
-        term.resign()
-        raise
-    if term._elected_returned():
-        term._complete(term._ended_reason(), resign=True, me=runtime.current())
-    return True

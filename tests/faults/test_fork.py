@@ -243,6 +243,47 @@ def test_a_forked_child_never_sees_the_parents_term_as_its_own(client: Client) -
     assert answer[:1] == b"1", "the child reads lost as unset after the parent's term ended"
 
 
+def test_a_forked_child_refuses_the_parents_term_producer_and_touches_nothing(
+    client: Client,
+) -> None:
+    """In a forked child the parent's ``leadership.producer`` refuses send(), send_async(),
+    flush() (ProcessBoundError, not the term's end: the term is not the child's to end),
+    ``leadership.producer()`` does too, and close() and resign() do nothing: the future the
+    parent queued is not failed in the child, and the parent sends on at the term's token."""
+    election = client.election("sched", "a", ttl=30.0)
+    with (
+        election.campaign() as term,
+        term.producer(client.topic("decisions", partitions=1), linger_ms=60_000) as producer,
+    ):
+        producer.send(b"before")
+        queued = producer.send_async(b"queued")
+
+        def child() -> int:
+            for attempt in (
+                lambda: producer.send(b"child"),
+                lambda: producer.send_async(b"child"),
+                producer.flush,
+                lambda: term.producer(client.topic("decisions")),
+                term.check,
+            ):
+                with pytest.raises(fencing.ProcessBoundError):
+                    attempt()
+            producer.close()
+            term.resign()
+            assert not queued.done()
+            return 0
+
+        assert wait_child(fork(child)) == 0
+        assert not queued.done()
+        producer.flush()
+        assert queued.result(timeout=5).offset == 1
+        assert producer.send(b"after").epoch == term.token == 1
+        term.check()
+    election.close()
+    values = [r.value for r in client.topic("decisions").reader(0, 0).read()]
+    assert values == [b"before", b"queued", b"after"]
+
+
 def test_a_consumer_in_a_forked_child_does_nothing_and_the_parent_keeps_its_partition(
     client: Client, raw: redis.Redis
 ) -> None:
