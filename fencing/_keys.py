@@ -279,6 +279,7 @@ class PartitionKeys:
     __slots__ = (
         "base",
         "committed",
+        "deleted",
         "message_id_queue",
         "message_ids",
         "meta",
@@ -328,10 +329,28 @@ class PartitionKeys:
         # Single readers' committed offsets, field <group> (and <group>#t: the committing
         # grant's token); their grants are the rows (<group>, "<topic>/<p>") of this slot.
         self.committed = f"{base}:committed"
+        # What a delete leaves behind (lua/partition_delete-14.lua): the deleted partition
+        # incarnations and when, so a live handle of one is told of the delete.
+        self.deleted = f"{base}:deleted"
 
     def sink(self, app_id: str) -> str:
         """The Spark sink's dedupe state of one app on this partition (a hash)."""
         return f"{self.base}:sink:{app_id}"
+
+
+def deletion_mark_of(keys: tuple[str, ...]) -> tuple[str, str] | None:
+    """The delete marks of the partition whose metadata is among a call's ``keys``, and
+    that partition's resource (``"<topic>/<p>"``); None if no key is a partition's metadata.
+
+    >>> deletion_mark_of(("fencing:{orders/0}:part", "fencing:{orders/0}:log"))
+    ('fencing:{orders/0}:deleted', 'orders/0')
+    """
+    for key in keys:
+        head, brace, rest = key.partition(":{")
+        encoded, closing, tail = rest.partition("}")
+        if brace and closing and tail == ":part" and "/" in encoded:
+            return f"{head}:{{{encoded}}}:deleted", decode_resource(encoded)
+    return None
 
 
 def slot_of(key: str) -> int:

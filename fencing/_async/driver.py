@@ -28,6 +28,7 @@ import redis.asyncio
 import redis.exceptions
 
 from .._durability import Durability
+from .._keys import deletion_mark_of
 from .._lua_loader import LuaScript
 from .._protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
 from .._protocol.refusals import (
@@ -37,6 +38,7 @@ from .._protocol.refusals import (
     server_refusal,
     wrong_type_read,
 )
+from .._protocol.topic import deleted_partition
 from .._retry import TRANSIENT_ERRORS, RetryBudget
 from .._runtime.tasks import cluster as runtime_cluster
 from .._runtime.tasks import primitives as runtime
@@ -45,6 +47,7 @@ from ..errors import (
     FencingError,
     NotEnoughReplicas,
     OutcomeUnknown,
+    StateLost,
     Unavailable,
 )
 from .routes import ClusterRoutes
@@ -260,7 +263,10 @@ class Driver:
             error = parse_error_reply(str(exc))
             if error is None:
                 raise server_refusal(call.script.name, exc, call.keys) from exc
-            raise call.error(error) from None
+            refusal = call.error(error)
+            if isinstance(refusal, StateLost) and refusal.reason in ("missing", "incarnation"):
+                refusal = await self._deleted(call.keys, error.fields.get("seen", ""), refusal)
+            raise refusal from None
         except Exception:
             runtime.check_cancel(mark)  # (a cancelled call is not retried as a failed one)
             raise
@@ -292,6 +298,27 @@ class Driver:
                 confirmed=0,
             )
         return parsed
+
+    async def _deleted(self, keys: tuple[str, ...], seen: str, lost: StateLost) -> StateLost:
+        """``lost`` as the delete it was, if the partition incarnation the call named
+        (``seen``) is in its delete marks: an operator's delete, not lost writes. The mark
+        is written with the delete, in the same script, so one that is there is the cause;
+        a mark that expired, or a store that lost it too, leaves ``lost`` as it is."""
+        found = deletion_mark_of(keys)
+        if found is None or not seen:
+            return lost
+        mark, resource = found
+        try:
+            deleted = await self._client.hget(mark, seen)
+        except (redis.exceptions.RedisError, OSError):
+            return lost  # (the mark only words the error better)
+        if deleted is None:
+            return lost
+        try:
+            deleted_ms = int(deleted)
+        except ValueError:
+            return lost
+        return deleted_partition(resource, lost.key, deleted_ms)
 
     async def read(self, call: ReadCall[T], budget: RetryBudget) -> T:
         """Send a read's commands in one pipeline, retrying transient errors within budget.

@@ -15,7 +15,18 @@ import redis
 
 from .._keys import Keys, validate_name, validate_resource
 from .._text import text
-from .reading import PIPELINE_CHUNK, SCAN_COUNT, Key, Reads, decode_hash, time_ms, to_int
+from .reading import (
+    PIPELINE_CHUNK,
+    SCAN_COUNT,
+    Key,
+    Reads,
+    SkippedKey,
+    WrongType,
+    decode_hash,
+    skip,
+    time_ms,
+    to_int,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +88,12 @@ def ownership_row(r: redis.Redis, keys: Keys, group: str, resource: str) -> Owne
     return owner_row(group, resource, row, time_ms(time_reply))
 
 
-def owners(r: redis.Redis, keys: Keys, group: str) -> list[OwnerRow]:
+def owners(
+    r: redis.Redis, keys: Keys, group: str, *, skipped: list[SkippedKey] | None = None
+) -> list[OwnerRow]:
     """Every row of a group's ownership table, sorted by resource; a row whose key holds
-    another Redis type raises :class:`~fencing.WrongKeyType`.
+    another Redis type raises :class:`~fencing.WrongKeyType`; given a ``skipped`` list,
+    that row is left out and the key added to the list instead.
 
     Found with ``SCAN MATCH <ns>:{*}:own:<group>`` in bounded steps (never KEYS, which
     would stall the server and every lease on it).
@@ -97,9 +111,12 @@ def owners(r: redis.Redis, keys: Keys, group: str) -> list[OwnerRow]:
         reads = Reads(r).time()
         for resource, key in chunk:
             reads.hgetall(Key(key, "hash", _row_what(group, resource)))
-        time_reply, *replies = reads.execute()
+        time_reply, *replies = reads.replies()
         now = time_ms(time_reply)
         for (resource, _), reply in zip(chunk, replies, strict=True):
+            if isinstance(reply, WrongType):
+                skip(skipped, reply, f"the row of {resource!r}")
+                continue
             row = decode_hash(reply)
             if row:  # else deleted after the SCAN
                 rows.append(owner_row(group, resource, row, now))

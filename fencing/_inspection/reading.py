@@ -3,10 +3,12 @@ wrong type.
 
 Every view reads with plain commands in pipelines of at most :data:`PIPELINE_CHUNK` keys,
 finds keys with ``SCAN`` in steps of :data:`SCAN_COUNT` (never ``KEYS``), and judges leases
-by the server's ``TIME``. Every read names the :class:`Key` it reads (the Redis type kept
-there and what it holds), so that a key of another type, written there by another program,
-becomes a :class:`~fencing.WrongKeyType` naming that key (or, for a listing, a
-:class:`SkippedKey`), never a raw ``WRONGTYPE`` reply.
+by the server's ``TIME``. A Redis Cluster client refuses ``TIME`` in a pipeline, so there it
+is asked of the node that holds the first key the reads name, just before the pipeline.
+Every read names the :class:`Key` it reads (the Redis type kept there and what it holds),
+so that a key of another type, written there by another program, becomes a
+:class:`~fencing.WrongKeyType` naming that key (or, for a listing, a :class:`SkippedKey`),
+never a raw ``WRONGTYPE`` reply.
 
 >>> import redis
 >>> server_time_ms(redis.Redis.from_url("redis://localhost:6379/0"))  # doctest: +SKIP
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.exceptions
+from redis.cluster import RedisCluster
 
 from .._text import text
 from ..errors import WrongKeyType
@@ -152,14 +155,20 @@ class Reads:
         self._r = r
         self._pipe = r.pipeline(transaction=False)
         self._keys: list[Key | None] = []
+        # Positions of the TIME reads a cluster pipeline refuses, asked of a node apart.
+        self._times: list[int] = []
 
     def _read(self, key: Key | None) -> Reads:
         self._keys.append(key)
         return self
 
     def time(self) -> Reads:
-        """``TIME``: the server's clock (see :func:`time_ms`)."""
-        self._pipe.time()
+        """``TIME``: the server's clock (see :func:`time_ms`); on a cluster, the clock of the
+        node holding the first key read (a random node if the reads name no key)."""
+        if isinstance(self._r, RedisCluster):
+            self._times.append(len(self._keys))
+        else:
+            self._pipe.time()
         return self._read(None)
 
     def hgetall(self, key: Key) -> Reads:
@@ -200,7 +209,11 @@ class Reads:
     def replies(self) -> list[Any]:
         """Send the reads; their replies in order, a :class:`WrongType` for each read of a
         key of another type (for a listing that skips it and lists the rest)."""
-        replies: list[Any] = list(self._pipe.execute(raise_on_error=False))
+        clock = self._cluster_time() if self._times else None
+        piped = iter(self._pipe.execute(raise_on_error=False))
+        replies: list[Any] = [
+            clock if i in self._times else next(piped) for i in range(len(self._keys))
+        ]
         for i, (key, reply) in enumerate(zip(self._keys, replies, strict=True)):
             if not isinstance(reply, redis.exceptions.ResponseError):
                 continue
@@ -208,6 +221,14 @@ class Reads:
                 raise reply
             replies[i] = WrongType(key, _key_type(self._r, key))
         return replies
+
+    def _cluster_time(self) -> Any:
+        """``TIME`` of the node holding the first key read (see :meth:`time`)."""
+        assert isinstance(self._r, RedisCluster)
+        first = next((key for key in self._keys if key is not None), None)
+        if first is None:
+            return self._r.time()
+        return self._r.time(target_nodes=self._r.get_node_from_key(first.name))
 
     def execute(self) -> list[Any]:
         """Send the reads; their replies in order. Raises :class:`~fencing.WrongKeyType`

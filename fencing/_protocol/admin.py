@@ -34,9 +34,14 @@ def topic_delete(
     )
 
 
-def partition_delete(pk: PartitionKeys, topic_incarnation: str, step: str) -> ScriptCall[bool]:
+def partition_delete(
+    pk: PartitionKeys, topic_incarnation: str, step: str, mark_ttl: float | None = None
+) -> ScriptCall[bool]:
     """One step of deleting a partition (``"mark"``, ``"unmark"``, ``"drop"``), on the
-    topic incarnation given only; True if the partition is of that incarnation."""
+    topic incarnation given only; True if the partition is of that incarnation. ``"drop"``
+    leaves a mark of the deleted incarnation for ``mark_ttl`` seconds (None: the topic's
+    producer state expiry)."""
+    keep = "" if mark_ttl is None else str(max(1, round(mark_ttl * 1000)))
     return ScriptCall(
         script=script("partition_delete"),
         keys=(
@@ -53,8 +58,9 @@ def partition_delete(pk: PartitionKeys, topic_incarnation: str, step: str) -> Sc
             pk.committed,
             pk.message_ids,
             pk.message_id_queue,
+            pk.deleted,
         ),
-        args=(topic_incarnation, step),
+        args=(topic_incarnation, step, keep),
         parse=lambda reply: int(reply) == 1,
         error=partition_errors(pk),
     )

@@ -6,6 +6,7 @@ import base64
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from .._keys import PartitionKeys
@@ -151,6 +152,21 @@ def _state_lost(where: str, key: str, reply: ErrorReply) -> StateLost:
         "persistence, eviction or a failover). Nothing was written. Check persistence and "
         "maxmemory-policy noeviction, then open the topic again",
         reason=reason,
+        key=key,
+    )
+
+
+def deleted_partition(resource: str, key: str, deleted_ms: int) -> StateLost:
+    """The StateLost of a call on a partition an operator deleted (its incarnation is in
+    the delete's mark): not lost writes, so not the text that sends one to persistence."""
+    topic, _, partition = resource.rpartition("/")
+    when = datetime.fromtimestamp(deleted_ms / 1000, UTC).isoformat(timespec="milliseconds")
+    return StateLost(
+        f"partition {partition} of topic {topic!r} was deleted by an operator at {when} "
+        "(client.delete_topic or 'fencing delete-topic' with force). Nothing was written; "
+        "this handle cannot continue: close it, and open the topic again if it is meant to "
+        "exist (a topic made anew under that name starts afresh)",
+        reason="deleted",
         key=key,
     )
 

@@ -11,7 +11,10 @@ of the partition, found with ``SCAN`` and removed with ``UNLINK`` a page at a ti
 log, producer state, duplicate windows, consumer groups' rows and offsets, the Spark
 sink's dedupe state); the topic's metadata goes last. A delete cut short leaves the topic
 marked: running it again finishes it, and a topic of the same name can be created once it
-returned (with a new incarnation, which no old handle accepts).
+returned (with a new incarnation, which no old handle accepts). Each partition's last
+step leaves a mark of the incarnation deleted and when (kept ``mark_ttl``, by default the
+topic's producer state expiry), so a live handle's StateLost says ``reason="deleted"`` and
+names the delete instead of sending anyone to check persistence.
 
 >>> list_topics(context)                               # doctest: +SKIP
 ['orders', 'payments']
@@ -29,7 +32,7 @@ import redis
 from .. import _protocol as protocol
 from .._keys import PRODUCER_GROUP, Keys, PartitionKeys, validate_name
 from .._text import text
-from ..errors import InvalidArgumentType, OwnershipConflict
+from ..errors import InvalidArgument, InvalidArgumentType, OwnershipConflict
 from .context import Context
 
 #: Keys asked for per SCAN step, and removed per UNLINK.
@@ -68,16 +71,20 @@ class _Partition:
     users: list[str] = field(default_factory=list)
 
 
-def delete_topic(context: Context, name: object, *, force: object = False) -> None:
+def delete_topic(
+    context: Context, name: object, *, force: object = False, mark_ttl: object = None
+) -> None:
     """Delete topic ``name`` and every key it has (see the module's docstring).
 
     Raises :class:`~fencing.UnknownTopic` if there is no such topic, and
     :class:`~fencing.OwnershipConflict` if it is in use and ``force`` is False (a live
     producer, a waiting one, a consumer's live grant, or a Spark sink with a micro-batch
-    begun and not finished), deleting nothing."""
+    begun and not finished), deleting nothing. Each partition keeps a mark of the deleted
+    incarnation for ``mark_ttl`` seconds (None: the topic's producer state expiry)."""
     topic = validate_name("topic", name)
     if not isinstance(force, bool):
         raise InvalidArgumentType(f"force must be a bool, got {type(force).__name__}")
+    ttl = _mark_ttl(mark_ttl)
     keys = context.keys
     driver = context.driver(context.settings.socket_timeout)
     budget = context.budget_default()
@@ -126,11 +133,29 @@ def delete_topic(context: Context, name: object, *, force: object = False) -> No
         )
     for pk in pks:
         # The metadata goes first, in the script: every handle's next call fails from here.
-        ours = driver.execute(protocol.admin.partition_delete(pk, inc, "drop"), budget)
+        drop = protocol.admin.partition_delete(pk, inc, "drop", ttl)
+        ours = driver.execute(drop, budget)
         more = found[pk.partition].keys if ours and pk.partition in found else []
         for i in range(0, len(more), UNLINK_PAGE):
             r.unlink(*more[i : i + UNLINK_PAGE])
     driver.execute(protocol.admin.topic_delete(meta_key, topic, "drop", inc), budget)
+
+
+def _mark_ttl(value: object) -> float | None:
+    """``mark_ttl`` checked: None, or a positive number of seconds."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgumentType(
+            f"mark_ttl must be a number of seconds or None, got {type(value).__name__}"
+        )
+    if not value > 0 or value == float("inf"):
+        raise InvalidArgument(
+            f"mark_ttl must be a positive, finite number of seconds, got {value!r}: pass how "
+            "long live handles of the deleted topic are told of the delete, or None for the "
+            "topic's producer state expiry"
+        )
+    return float(value)
 
 
 def _unmark(
@@ -161,7 +186,9 @@ def _partition_keys(r: Any, keys: Keys, topic: str, partitions: int) -> dict[int
         if match is None:
             continue
         p = int(match.group(1))
-        if p < partitions and keys.partition(topic, p).base + ":" == key[: match.end()]:
+        pk = keys.partition(topic, p)
+        # The delete marks outlive the delete (they tell live handles of it).
+        if p < partitions and pk.base + ":" == key[: match.end()] and key != pk.deleted:
             found.setdefault(p, _Partition()).keys.append(key)
     return found
 

@@ -227,7 +227,9 @@ class Client:
         """
         return admin.list_topics(self._context)
 
-    def delete_topic(self, name: str, force: bool = False) -> None:
+    def delete_topic(
+        self, name: str, force: bool = False, *, mark_ttl: float | None = None
+    ) -> None:
         """Delete topic ``name``: its records, offsets, producer state, consumer groups'
         rows and the Spark sink's dedupe state, in bounded steps (no step stalls the
         server). A topic of the same name created afterwards starts afresh, and no handle
@@ -236,13 +238,16 @@ class Client:
         Refused with :class:`~fencing.OwnershipConflict` while the topic is in use (a live
         producer, shared or exclusive, a waiting one, a consumer's live grant, or a Spark
         sink lineage with a micro-batch begun and not finished), unless ``force``: then
-        every live handle's next call raises :class:`~fencing.StateLost`. Raises
+        every live handle's next call raises :class:`~fencing.StateLost` with
+        ``reason="deleted"``, naming the delete and its time, for ``mark_ttl`` seconds
+        (None: the topic's producer state expiry; a handle idle longer is told its
+        partition is gone, as after lost writes). Raises
         :class:`~fencing.UnknownTopic` if there is no such topic. A delete cut short (the
         process died) leaves the topic refusing opens: run it again to finish.
 
         >>> client.delete_topic("orders")                          # doctest: +SKIP
         """
-        admin.delete_topic(self._context, name, force=force)
+        admin.delete_topic(self._context, name, force=force, mark_ttl=mark_ttl)
 
     @property
     def is_cluster(self) -> bool:

@@ -15,9 +15,11 @@ Every command takes ``--url``, ``--namespace``, ``--embedded`` (a private throwa
 on loopback, stopped on exit) and ``--json``. ``status``, ``owners``, ``elections`` and
 ``tail`` only read; ``release`` is the only command that writes.
 Any error is one line on stderr starting with ``fencing: `` and exit status 2; so is a key
-of another Redis type where the library keeps state (``WrongKeyType``, naming the key),
-except in ``fencing status`` without a topic, which skips such a key, lists the rest and
-names it at the end.
+of another Redis type where the library keeps state (``WrongKeyType``, naming the key) for
+a command about one thing (``status TOPIC``, ``release``, ``tail``). The listings
+(``status``, ``topics``, ``owners``, ``elections``) skip such a key instead: they list the
+rest, name the key in one ``fencing: skipped key ...`` line on stderr (``--json`` output
+stays JSON) and exit 0.
 
 >>> from fencing.cli import main
 >>> main(["status", "orders", "--url", "redis://localhost:6379/0"])    # doctest: +SKIP

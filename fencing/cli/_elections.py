@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .. import _inspection as insp
 from ..errors import InvalidArgument
 from ._connect import connect
-from ._output import lease, print_json, table, when
+from ._output import lease, print_json, table, warn_skipped, when
 
 if TYPE_CHECKING:
     from ._command import AddCommand
@@ -45,10 +45,12 @@ def register(add: AddCommand) -> None:
 def _elections(args: argparse.Namespace) -> int:
     names: list[str] | None = list(dict.fromkeys(args.names)) or None
     with connect(args, read_only=True) as conn:
-        found = insp.elections(conn.r, conn.keys, names)
+        skipped: list[insp.SkippedKey] = []
+        found = insp.elections(conn.r, conn.keys, names, skipped=skipped)
         namespace = conn.keys.namespace
+    warn_skipped(skipped)
     if names is not None:
-        missing = sorted(set(names) - {e.name for e in found})
+        missing = sorted(set(names) - {e.name for e in found} - {_name(k) for k in skipped})
         if missing:
             raise InvalidArgument(
                 f"no election {', '.join(map(repr, missing))} in namespace {namespace!r} "
@@ -59,6 +61,11 @@ def _elections(args: argparse.Namespace) -> int:
         return 0
     print_elections(found, f"elections in namespace {namespace!r}: {len(found)}")
     return 0
+
+
+def _name(skipped: insp.SkippedKey) -> str:
+    """The election a skipped key left out (it exists: only its keys are unreadable)."""
+    return skipped.left_out.removeprefix("election ").strip("'")
 
 
 def print_elections(elections: list[insp.ElectionStatus], title: str) -> None:

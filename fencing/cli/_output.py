@@ -11,14 +11,31 @@ aligned tables. Every duration the commands print goes through :func:`duration`.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .._inspection import SkippedKey
 
 
 def print_json(value: Any) -> None:
     """``--json`` output: indented, keys in their order."""
     print(json.dumps(value, indent=2, sort_keys=False))
+
+
+def warn_skipped(skipped: Sequence[SkippedKey]) -> None:
+    """Each key of the wrong type a listing skipped, one line on stderr (so ``--json``
+    output stays JSON), naming the key, what it left out and what to do."""
+    for k in skipped:
+        held = "another Redis type" if k.key_type == "unknown" else f"a Redis {k.key_type}"
+        print(
+            f"fencing: skipped key {k.key!r} ({k.what}): it holds {held}, not a {k.expected} "
+            f"(another program wrote it), so {k.left_out} is not listed; remove that key or "
+            "choose another namespace",
+            file=sys.stderr,
+        )
 
 
 def show(data: bytes | None) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .. import _inspection as insp
 from .._keys import ELECTION_GROUP
 from ._connect import connect
-from ._output import lease, print_json
+from ._output import lease, print_json, warn_skipped
 
 if TYPE_CHECKING:
     from ._command import AddCommand
@@ -38,8 +38,10 @@ def register(add: AddCommand) -> None:
 
 def _owners(args: argparse.Namespace) -> int:
     with connect(args, read_only=True) as conn:
-        rows = insp.owners(conn.r, conn.keys, args.group)
+        skipped: list[insp.SkippedKey] = []
+        rows = insp.owners(conn.r, conn.keys, args.group, skipped=skipped)
         namespace = conn.keys.namespace
+    warn_skipped(skipped)
     if args.json:
         print_json([dataclasses.asdict(row) for row in rows])
         return 0

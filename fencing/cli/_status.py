@@ -18,7 +18,7 @@ from ..errors import InvalidArgument
 from ._argtypes import partition
 from ._connect import connect
 from ._elections import print_elections
-from ._output import duration, lease, offsets, print_json, table, when
+from ._output import duration, lease, offsets, print_json, table, warn_skipped, when
 
 if TYPE_CHECKING:
     from ._command import AddCommand
@@ -44,8 +44,9 @@ def register(add: AddCommand) -> None:
         "             its session, the row's fencing TOKEN and its LEASE\n"
         "Without TOPIC: the topics, the elections (as 'fencing elections') and one line per\n"
         "consumer group and topic with the total lag. A key of another Redis type where\n"
-        "redis-fencing keeps state (another program wrote it) is skipped and named at the\n"
-        "end, and what it is about is left out; with TOPIC it is an error naming the key.\n\n"
+        "redis-fencing keeps state (another program wrote it) is skipped and named in one\n"
+        "line on stderr, and what it is about is left out; with TOPIC it is an error naming\n"
+        "the key.\n\n"
         "Leases are shown by the server's clock (TIME) as the time left ('expires in 8.2s')\n"
         "or since they lapsed ('lapsed 11m 34s ago'). Nothing is written.",
         _status,
@@ -98,6 +99,7 @@ def _status_namespace(args: argparse.Namespace) -> int:
         raise InvalidArgument("--partition needs a TOPIC: e.g. fencing status orders -p 0")
     with connect(args, read_only=True) as conn:
         status = insp.namespace_status(conn.r, conn.keys)
+    warn_skipped(status.skipped)
     if args.json:
         print_json(dataclasses.asdict(status))
         return 0
@@ -135,21 +137,7 @@ def _status_namespace(args: argparse.Namespace) -> int:
         table(("GROUP", "TOPIC", "PARTITIONS", "OWNED", "LAG"), rows)
     else:
         print("consumer groups: none")
-    _print_skipped(status.skipped)
     return 0
-
-
-def _print_skipped(skipped: list[insp.SkippedKey]) -> None:
-    """The keys of the wrong type the listing skipped, one line each (nothing if none)."""
-    if not skipped:
-        return
-    print(
-        "skipped keys of the wrong type (another program wrote them where redis-fencing "
-        "keeps state; remove them or choose another namespace):"
-    )
-    for k in skipped:
-        held = "another Redis type" if k.key_type == insp.UNKNOWN_TYPE else f"a Redis {k.key_type}"
-        print(f"  {k.key!r} ({k.what}) holds {held}, not a {k.expected}: {k.left_out} not listed")
 
 
 def _print_groups(groups: list[insp.GroupStatus]) -> None:

@@ -7,7 +7,7 @@ import json
 import pytest
 import redis
 
-from fencing import AccessMode, Client
+from fencing import AccessMode, Client, StateLost
 
 from ..conftest import ServerInfo
 from ..support.cli import at, one_error_line, run
@@ -46,7 +46,14 @@ def test_delete_topic_needs_yes_refuses_a_topic_in_use_and_deletes_with_force(
     )
     assert (code, err) == (0, "")
     assert out == f"deleted topic 'orders' of namespace {namespace!r}\n"
-    assert list(raw.scan_iter(match=f"{namespace}:{{orders*")) == []
+    # Only the delete's mark is left: the live producer is told of the delete.
+    assert list(raw.scan_iter(match=f"{namespace}:{{orders*")) == [
+        f"{namespace}:{{orders/0}}:deleted".encode()
+    ]
+    with pytest.raises(StateLost) as lost:
+        producer.send(b"b")
+    assert lost.value.reason == "deleted"
+    producer.close()
     code, out, err = run(capsys, "delete-topic", "orders", "--yes", *at(server, namespace))
     assert (code, out) == (2, "")
     assert "'orders' does not exist" in one_error_line(err)

@@ -5,6 +5,7 @@ recreated one), the end offsets of a topic."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from fencing._urls import redis_from_url
 from ..conftest import ServerInfo
 from ..support.flavours import Api
 from ..support.logs import records_of_async
+from ..support.polling import wait_until
 
 
 @pytest.fixture
@@ -33,10 +35,17 @@ def plain(server: ServerInfo) -> Iterator[Any]:
 
 
 def keys_of(raw: Any, namespace: str, topic: str) -> list[str]:
-    """Every key the topic has (its metadata, and every key of its partitions)."""
+    """Every key the topic has (its metadata, and every key of its partitions), but the
+    marks a delete leaves to tell live handles of it (:func:`marks_of`)."""
     found = {k.decode() for k in raw.scan_iter(match=f"{namespace}:{{{topic}/*", count=1000)}
     found |= {k.decode() for k in raw.scan_iter(match=f"{namespace}:{{{topic}}}:*", count=1000)}
-    return sorted(found)
+    return sorted(k for k in found if not k.endswith("}:deleted"))
+
+
+def marks_of(raw: Any, namespace: str, topic: str) -> dict[str, set[str]]:
+    """The delete marks of the topic's partitions: key -> the incarnations deleted."""
+    found = raw.scan_iter(match=f"{namespace}:{{{topic}/*}}:deleted", count=1000)
+    return {k.decode(): {f.decode() for f in raw.hkeys(k)} for k in found}
 
 
 async def test_a_forced_delete_ends_every_live_handle_and_a_recreated_topic_starts_afresh(
@@ -147,6 +156,8 @@ async def test_deleting_an_unknown_topic_or_with_bad_arguments_writes_nothing(
         await client.delete_topic(42)
     with pytest.raises(fencing.InvalidArgumentType, match="force must be a bool"):
         await client.delete_topic("orders", force="yes")
+    with pytest.raises(fencing.InvalidArgument, match="mark_ttl must be a positive"):
+        await client.delete_topic("orders", mark_ttl=0)
     assert keys_of(plain, api.namespace, "orders") == before
     assert list(plain.scan_iter(match=f"{api.namespace}:{{nope}}*")) == []
     plain.set(f"{api.namespace}:{{str}}:topic", "x")
@@ -182,3 +193,65 @@ async def test_end_offsets_are_each_partitions_next_offset(api: Api) -> None:
     assert await topic.end_offsets() == {0: 2, 1: 0, 2: 1}
     with pytest.raises(fencing.UnknownTopic):
         await client.topic("nope").end_offsets()
+
+
+def _deleted_text(partition: int, topic: str, deleted_ms: int) -> str:
+    when = datetime.fromtimestamp(deleted_ms / 1000, UTC).isoformat(timespec="milliseconds")
+    return (
+        f"partition {partition} of topic {topic!r} was deleted by an operator at {when} "
+        "(client.delete_topic or 'fencing delete-topic' with force). Nothing was written; "
+        "this handle cannot continue: close it, and open the topic again if it is meant to "
+        "exist (a topic made anew under that name starts afresh)"
+    )
+
+
+async def test_a_live_producer_of_a_deleted_topic_is_told_of_the_delete_and_when(
+    api: Api, plain: Any
+) -> None:
+    """A forced delete leaves a mark of each partition's incarnation, kept for the topic's
+    producer state expiry: a live producer's next send is StateLost(reason="deleted")
+    naming the delete and its time, also once a topic of that name was made again."""
+    client = api.client()
+    topic = client.topic("orders", partitions=2, producer_state_ttl=3600.0)
+    producer = await topic.producer(AccessMode.EXCLUSIVE)
+    await producer.send(b"a", partition=0)
+    incs = [plain.hget(f"{api.namespace}:{{orders/{p}}}:part", "inc").decode() for p in (0, 1)]
+
+    await client.delete_topic("orders", force=True)
+
+    marks = {f"{api.namespace}:{{orders/{p}}}:deleted": {incs[p]} for p in (0, 1)}
+    assert marks_of(plain, api.namespace, "orders") == marks
+    for key in marks:
+        assert 3_590_000 < plain.pttl(key) <= 3_600_000
+    deleted_ms = int(plain.hget(f"{api.namespace}:{{orders/1}}:deleted", incs[1]))
+    with pytest.raises(fencing.StateLost) as lost:
+        await producer.send(b"late", partition=1)
+    assert (lost.value.reason, str(lost.value)) == (
+        "deleted",
+        _deleted_text(1, "orders", deleted_ms),
+    )
+    async with client.topic("orders", partitions=2).producer() as fresh:
+        assert (await fresh.send(b"new", partition=1)).offset == 0
+    with pytest.raises(fencing.StateLost) as lost:
+        await producer.send(b"late", partition=1)
+    assert lost.value.reason == "deleted"
+    await producer.close()
+
+
+async def test_a_handle_idle_past_the_delete_mark_is_told_its_partition_is_gone(
+    api: Api, plain: Any
+) -> None:
+    """``mark_ttl`` states how long the mark is kept; past it, a live handle gets the text
+    of a partition gone (as after lost writes)."""
+    client = api.client()
+    producer = await client.topic("orders", partitions=1).producer(AccessMode.EXCLUSIVE)
+    await producer.send(b"a")
+    await client.delete_topic("orders", force=True, mark_ttl=0.3)
+    mark = f"{api.namespace}:{{orders/0}}:deleted"
+    assert 0 < plain.pttl(mark) <= 300
+    wait_until(lambda: plain.exists(mark) == 0, timeout=5.0)
+    with pytest.raises(fencing.StateLost) as lost:
+        await producer.send(b"late")
+    assert lost.value.reason == "missing"
+    assert "the Redis server lost writes" in str(lost.value)
+    await producer.close()

@@ -130,10 +130,10 @@ def test_a_delete_cut_short_is_finished_by_force_and_a_plain_rerun_keeps_it_mark
     producer.send(b"b", partition=1)
     real_drop = protocol.admin.partition_delete
 
-    def cut_short(pk: object, inc: str, step: str) -> object:
+    def cut_short(pk: object, inc: str, step: str, *rest: float | None) -> object:
         if step == "drop" and getattr(pk, "partition", None) == 1:
             raise KeyboardInterrupt("the delete's process dies here")
-        return real_drop(pk, inc, step)  # type: ignore[arg-type]
+        return real_drop(pk, inc, step, *rest)  # type: ignore[arg-type]
 
     monkeypatch.setattr(protocol.admin, "partition_delete", cut_short)
     with pytest.raises(KeyboardInterrupt):

@@ -21,8 +21,11 @@ def test_flushall_stops_producers_and_readers(own: tuple[Client, redis.Redis]) -
     producer.send(b"a", partition=0)
     reader = topic.reader(0, 0)
     raw.flushall()
-    with pytest.raises(StateLost):
+    with pytest.raises(StateLost) as lost:
         producer.send(b"b", partition=0)
+    # Lost writes, not an operator's delete: the text sends one to the server's persistence.
+    assert lost.value.reason == "missing"
+    assert "the Redis server lost writes" in str(lost.value)
     with pytest.raises(StateLost):
         reader.read()
     assert raw.keys("*") == []  # nothing was written: no fresh start at offset 0
