@@ -104,7 +104,8 @@ def memory(url: str, window: int, id_of: Callable[[int], str]) -> tuple[float, i
         pk = metadata_of(topic).partition_keys(0)
         held = r.hlen(pk.message_ids)
         assert held == window == r.llen(pk.message_id_queue)
-        total = sum(r.memory_usage(k, samples=0) or 0 for k in (pk.message_ids, pk.message_id_queue))
+        keys = (pk.message_ids, pk.message_id_queue)
+        total = sum(r.memory_usage(k, samples=0) or 0 for k in keys)
         return total / held, total
     finally:
         r.close()
