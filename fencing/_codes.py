@@ -114,8 +114,9 @@ CODES: dict[str, CodeSpec] = {
         ),
         CodeSpec(
             "SINK_LINEAGE",
-            ("stored_query", "stored_batch", "finished_batch"),
-            "another streaming query id owns the Spark sink's app id: a reset checkpoint",
+            ("stored_query", "stored_batch", "finished_batch", "took_over_from"),
+            "another streaming query id owns the Spark sink's app id: a reset checkpoint, or "
+            "a takeover by another query (took_over_from: the query it replaced, '' if none)",
         ),
         CodeSpec(
             "SINK_PARTITIONING",

@@ -15,7 +15,8 @@
     finish: executors deduplicate), 'done' (this batch finished before: nothing to write;
     rows is what it wrote here), 'lineage' (a new lineage replaced stored_query);
     previous is the query id the caller's lineage took over from here ('' if none).
-  Errors: SINK_LINEAGE (another query id owns the app id here: a reset checkpoint),
+  Errors: SINK_LINEAGE (another query id owns the app id here: a reset checkpoint, or a
+    takeover, when the query it took over from is the caller's),
     SINK_PARTITIONING (a replay with another Spark partition count), SINK_STALE (a batch
     below the last one begun, not known finished), TOPIC_DELETING, STATE_LOST, WRONG_TYPE,
     BAD_ARGUMENT.
@@ -44,7 +45,7 @@ local status = 'fresh'
 local previous = s.p or ''
 if s.q and s.q ~= query then
   if new_lineage ~= '1' then
-    return fail(E.SINK_LINEAGE, s.q, s.b, s.c)
+    return fail(E.SINK_LINEAGE, s.q, s.b, s.c, s.p or '')
   end
   status = 'lineage'
   previous = s.q
@@ -62,7 +63,7 @@ elseif s.q then
     return fail(E.SINK_STALE, s.q, s.b, batch)
   end
 end
-redis.call('DEL', key)
+clear_sink(key)
 redis.call('HSET', key, 'q', query, 'b', batch, 'n', npart)
 if previous ~= '' then
   redis.call('HSET', key, 'p', previous)

@@ -10,7 +10,7 @@ the batch is deterministic, and what differs when it is not.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +98,29 @@ class SinkWritten:
     timestamp_ms: int
 
 
+def source_of(namespace: str, topic: str, incarnation: str, partition: int) -> str:
+    """A source partition's identity, as the sink records positions under it: the rows read
+    from it name it, so that another history of the topic never matches.
+
+    >>> source_of("fencing", "orders", "3f2a", 1)
+    'fencing/orders/3f2a/1'
+    """
+    return f"{namespace}/{topic}/{incarnation}/{partition}"
+
+
+def source_message_id(source: str, offset: int, occurrence: int) -> str:
+    """The message id of a row made from the record at ``offset`` of ``source``
+    (:func:`source_of`); ``occurrence`` counts the rows made from that record before it
+    (a row exploded into several keeps them apart).
+
+    >>> source_message_id("fencing/orders/3f2a/1", 41, 0)
+    'src:fencing/orders/3f2a/1:41'
+    >>> source_message_id("fencing/orders/3f2a/1", 41, 2)
+    'src:fencing/orders/3f2a/1:41.2'
+    """
+    return f"src:{source}:{offset}" + (f".{occurrence}" if occurrence else "")
+
+
 def sink_errors(pk: PartitionKeys, lineage: Lineage) -> Any:
     """Error mapping of the sink's calls on one partition."""
     fallback = producer_errors(pk)
@@ -108,13 +131,25 @@ def sink_errors(pk: PartitionKeys, lineage: Lineage) -> Any:
         if reply.code == "SINK_LINEAGE":
             finished = f["finished_batch"]
             done = f"finished batches up to {finished}" if finished != "-1" else "began"
+            holder = f"app_id {app!r} belongs to streaming query {f['stored_query']} (it {done}"
+            if f.get("took_over_from") == query:
+                return CheckpointReset(
+                    f"{holder}, last began batch {f['stored_batch']}), which took it over from "
+                    f"this query {query} as a new lineage: this query's checkpoint is intact, "
+                    "but its rows are now written by the other query. Nothing was written. "
+                    "Stop this query; to write from it again instead, stop the other one "
+                    f"first and start this one with {NEW_LINEAGE_HINT}",
+                    app_id=app,
+                    query_id=query,
+                    batch_id=batch,
+                )
             return CheckpointReset(
-                f"app_id {app!r} belongs to streaming query {f['stored_query']} (it {done}, "
-                f"last began batch {f['stored_batch']}), but this is query {query}: the "
-                "checkpoint was deleted or reset, and its batch ids start again. Nothing was "
-                "written. Restore the checkpoint; or, to write this query's rows as a new "
-                f"lineage, {NEW_LINEAGE_HINT} (batches of app_id "
-                f"{app!r} are then judged under the new query id)",
+                f"{holder}, last began batch {f['stored_batch']}), but this is query {query}: "
+                "the checkpoint was deleted or reset (its batch ids start again), or another "
+                "query runs under this app_id. Nothing was written. Restore the checkpoint; "
+                f"or, to write this query's rows as a new lineage, {NEW_LINEAGE_HINT}, with "
+                'its source started after what the old query wrote (see the how-to "my '
+                'checkpoint is gone"), or the rows it reads again are written again',
                 app_id=app,
                 query_id=query,
                 batch_id=batch,
@@ -184,12 +219,33 @@ def begin(
     )
 
 
-def finish(pk: PartitionKeys, lineage: Lineage, *, incarnation: str, rows: int) -> ScriptCall[int]:
-    """Mark a micro-batch finished on one partition (every task succeeded)."""
+def finish(
+    pk: PartitionKeys,
+    lineage: Lineage,
+    *,
+    incarnation: str,
+    rows: int,
+    written: int = 0,
+    skipped: int = 0,
+    positions: Mapping[str, int] | None = None,
+) -> ScriptCall[int]:
+    """Mark a micro-batch finished on one partition (every task succeeded): ``written`` and
+    ``skipped`` are its rows here, added to the app's totals; ``positions`` the highest
+    source offset the batch wrote per source (:func:`source_of`), kept at their highest."""
+    args: list[str | int] = [
+        incarnation,
+        lineage.query_id,
+        lineage.batch_id,
+        rows,
+        written,
+        skipped,
+    ]
+    for source, offset in sorted((positions or {}).items()):
+        args.extend((source, offset))
     return ScriptCall(
         script=script("sink_commit"),
         keys=(pk.meta, pk.sink(lineage.app_id)),
-        args=(incarnation, lineage.query_id, lineage.batch_id, rows),
+        args=tuple(args),
         parse=int,
         error=sink_errors(pk, lineage),
     )
@@ -232,7 +288,14 @@ def append(
     args.extend(chunk.batch.parts)
     return ScriptCall(
         script=script("sink_append"),
-        keys=(pk.meta, pk.stream, pk.owner, pk.sink(lineage.app_id)),
+        keys=(
+            pk.meta,
+            pk.stream,
+            pk.owner,
+            pk.sink(lineage.app_id),
+            pk.message_ids,
+            pk.message_id_queue,
+        ),
         args=tuple(args),
         parse=parse,
         error=errors or sink_errors(pk, lineage),
@@ -252,4 +315,6 @@ __all__ = [
     "begin",
     "chain",
     "finish",
+    "source_message_id",
+    "source_of",
 ]

@@ -21,9 +21,14 @@ import importlib
 from typing import Any
 
 from ..errors import ConfigurationError
+from .connect import is_connect
+from .progress import rows_listener
 from .sink import BatchMetrics, ForeachBatchSink
 
 __all__ = ["BatchMetrics", "ForeachBatchSink", "register"]
+
+#: The attribute of a session that holds its rows listener (added once).
+_LISTENER = "_fencing_rows_listener"
 
 _INSTALL = "pip install 'redis-fencing[spark]' (pyspark>=4.2 and pyarrow>=15)"
 
@@ -44,6 +49,9 @@ def register(spark: Any) -> None:
 
     The options and columns are those of :class:`fencing.spark.source.FencingDataSource`
     (reads) and :mod:`fencing.spark.datasink` (writes).
+    On a classic session it also adds a ``StreamingQueryListener`` that counts
+    ``fencing.spark.rows`` in this process for ``writeStream.format("fencing")`` queries
+    (their commits run in Python workers of Spark's own; see :mod:`fencing.spark.progress`).
     Raises :class:`~fencing.ConfigurationError` if PySpark is older than 4.2 (no Python
     stream sources with admission control) or pyarrow is missing (Spark moves the rows as
     Arrow batches).
@@ -69,3 +77,7 @@ def register(spark: Any) -> None:
     from .source import FencingDataSource  # noqa: PLC0415 - imports pyspark.sql.datasource
 
     spark.dataSource.register(FencingDataSource)
+    if not is_connect(spark) and getattr(spark, _LISTENER, None) is None:
+        listener = rows_listener()
+        spark.streams.addListener(listener)
+        setattr(spark, _LISTENER, listener)

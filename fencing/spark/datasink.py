@@ -39,9 +39,11 @@ from ..errors import (
     SinkError,
     StateLost,
 )
+from . import progress
 from .rows import RowLayout, arrow_rows
 from .writer import (
     SinkConfig,
+    batch_totals,
     begin_batch,
     forget,
     shared_producer,
@@ -61,7 +63,16 @@ QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
 #: The sink's options; Spark's own (checkpointLocation, path) are passed along and ignored.
-OPTIONS = ("url", "namespace", "topic", "appId", "partitions", "newLineage")
+OPTIONS = (
+    "url",
+    "namespace",
+    "topic",
+    "appId",
+    "partitions",
+    "newLineage",
+    "sourceColumns",
+    "sourceNamespace",
+)
 _SPARKS_OWN = ("checkpointlocation", "path", "queryname")
 #: The input columns the sink reads, as Spark's Kafka sink names them; others are ignored.
 COLUMNS = ("value", "key", "headers", "partition")
@@ -77,6 +88,8 @@ class SinkOptions:
     namespace: str | None = None
     partitions: int | None = None
     new_lineage: bool = False
+    source_columns: tuple[str, str, str] | None = None
+    source_namespace: str | None = None
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -113,7 +126,22 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     new = got.get("newLineage", "false").strip().lower()
     if new not in ("true", "false"):
         raise InvalidArgument(f"newLineage must be 'true' or 'false', got {got['newLineage']!r}")
+    source_columns = None
+    if got.get("sourceColumns"):
+        names = tuple(n.strip() for n in got["sourceColumns"].split(","))
+        if len(names) != 3 or not all(names):
+            raise InvalidArgument(
+                "sourceColumns names the input columns that hold each row's source topic, "
+                "partition and offset, in that order, comma-separated: "
+                f".option('sourceColumns', 'source_topic,source_partition,source_offset'), "
+                f"got {got['sourceColumns']!r}"
+            )
+        source_columns = (names[0], names[1], names[2])
     return SinkOptions(
+        source_columns=source_columns,
+        source_namespace=validate_name("sourceNamespace", got["sourceNamespace"])
+        if got.get("sourceNamespace")
+        else None,
         topic=validate_name("topic", got["topic"]),
         app_id=validate_name("appId", got["appId"]),
         url=got.get("url") or None,
@@ -123,8 +151,9 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     )
 
 
-def layout_of(schema: StructType) -> RowLayout:
-    """Where the sink's columns sit in the input rows, checked against their types."""
+def layout_of(schema: StructType, source: tuple[str, str, str] | None = None) -> RowLayout:
+    """Where the sink's columns sit in the input rows (with ``source``, the columns of each
+    row's source topic, partition and offset), checked against their types."""
     from pyspark.sql import types  # noqa: PLC0415 - PySpark is an optional extra
 
     names = [f.name for f in schema.fields]
@@ -172,7 +201,24 @@ def layout_of(schema: StructType) -> RowLayout:
                 "value:binary>> as Spark's Kafka sink takes"
             )
         headers = names.index("headers")
+    positions = None
+    if source is not None:
+        found = []
+        for name, kinds, what in zip(
+            source, (text[:1], whole, whole), ("string", "an integer", "an integer"), strict=True
+        ):
+            at = column(name, kinds, what)
+            if at is None:
+                raise InvalidArgument(
+                    f"sourceColumns names {name!r}, which the input does not have (columns: "
+                    f"{', '.join(names)}): keep the fencing source's topic, partition and "
+                    "offset columns under the names sourceColumns gives, for example "
+                    "selectExpr('partition AS source_partition', ...)"
+                )
+            found.append(at)
+        positions = (found[0], found[1], found[2])
     return RowLayout(
+        source=positions,
         columns=tuple(names),
         value=value,
         key=column("key", text, "string or binary"),
@@ -194,6 +240,9 @@ class FencingCommitMessage(WriterCommitMessage):
     written: int = 0
     skipped: int = 0
     per_target: dict[int, int] = field(default_factory=dict)
+    written_to: dict[int, int] = field(default_factory=dict)
+    skipped_to: dict[int, int] = field(default_factory=dict)
+    positions: dict[str, int] = field(default_factory=dict)
 
 
 def write_task(
@@ -243,6 +292,9 @@ def write_task(
                 result.skipped,
             )
             message.per_target = result.per_target
+            message.written_to = result.written_to
+            message.skipped_to = result.skipped_to
+            message.positions = result.positions
         return message
     except StateLost:
         forget(config)  # the next task opens the topic again
@@ -297,16 +349,16 @@ def finish_batch(
                 query_id=lineage.query_id,
                 batch_id=lineage.batch_id,
             )
-        per_target: dict[int, int] = {}
-        for m in messages:
-            for t, n in (m.per_target if m else {}).items():
-                per_target[t] = per_target.get(t, 0) + n
+        totals = batch_totals([m for m in messages if m is not None])
         for t in range(topic.partitions):
             finish = protocol.sink.finish(
                 meta.partition_keys(t),
                 lineage,
                 incarnation=meta.incarnation_of(t),
-                rows=per_target.get(t, 0),
+                rows=totals.rows.get(t, 0),
+                written=totals.written.get(t, 0),
+                skipped=totals.skipped.get(t, 0),
+                positions=totals.positions,
             )
             driver.execute(finish, context.budget_default())
     finally:
@@ -380,7 +432,8 @@ class FencingStreamWriter(DataSourceStreamArrowWriter):
         with telemetry.spark_batch_span(self.config.topic, lineage) as span:
             finish_batch(self.config, lineage, done)
             written, skipped = _report(lineage, done)
-            telemetry.spark_rows(self.config.topic, written, skipped)
+            # This process is a Python worker of Spark's: the driver's listener counts.
+            progress.record(lineage.query_id, batchId, self.config.topic, written, skipped)
             span.set_attribute(telemetry.OUTCOME, "replayed" if skipped else "written")
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 - Spark's name
@@ -425,7 +478,7 @@ def sink_config(options: SinkOptions, schema: StructType) -> SinkConfig:
     """The tasks' configuration, resolved on the driver: the topic is opened (made with
     ``partitions`` if given and missing) so that a missing topic fails the query at its
     start, and the URL and namespace the driver uses go to every executor."""
-    layout = layout_of(schema)
+    layout = layout_of(schema, options.source_columns)
     client = Client.from_url(options.url, namespace=options.namespace)
     try:
         client.topic(options.topic, options.partitions).open()
@@ -437,6 +490,7 @@ def sink_config(options: SinkOptions, schema: StructType) -> SinkConfig:
             500,
             1024 * 1024,
             10.0,
+            options.source_namespace,
         )
     finally:
         client.close()

@@ -41,15 +41,30 @@ OPTIONS = (
 RECORDS_PER_TASK = 100_000
 
 
+#: The prefix of a ``startingOffsets`` value that names a sink to start after.
+AFTER_SINK = "aftersink:"
+
+
+@dataclass(frozen=True, slots=True)
+class AfterSink:
+    """``startingOffsets="afterSink:<topic>/<appId>"``: start after what app ``app_id``'s
+    fencing sink wrote to ``topic`` (same namespace) from this source; resolved against
+    the sink's state when the query starts (:mod:`.resume`)."""
+
+    topic: str
+    app_id: str
+
+
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
-    """The parsed options. ``starting`` and ``ending`` are "earliest", "latest" or offsets
-    per partition (partitions left out take "earliest" and "latest")."""
+    """The parsed options. ``starting`` is "earliest", "latest", offsets per partition
+    (partitions left out take "earliest") or :class:`AfterSink`; ``ending`` is "latest" or
+    offsets per partition (partitions left out take "latest")."""
 
     topic: str
     url: str | None = None
     namespace: str | None = None
-    starting: str | dict[int, int] = "earliest"
+    starting: str | dict[int, int] | AfterSink = "earliest"
     ending: str | dict[int, int] = "latest"
     fail_on_trim: bool = True
     max_records: int | None = None
@@ -121,10 +136,39 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         topic=validate_name("topic", topic),
         url=got.get("url") or None,
         namespace=got.get("namespace") or None,
-        starting=_offsets("startingOffsets", got.get("startingOffsets", "earliest")),
-        ending=_offsets("endingOffsets", got.get("endingOffsets", "latest")),
+        starting=_starting(got.get("startingOffsets", "earliest")),
+        ending=_ending(got.get("endingOffsets", "latest")),
         fail_on_trim=fail == "true",
     )
+
+
+def _starting(raw: str) -> str | dict[int, int] | AfterSink:
+    """startingOffsets: 'earliest', 'latest', JSON offsets or 'afterSink:<topic>/<appId>'.
+
+    >>> _starting("afterSink:events/etl")
+    AfterSink(topic='events', app_id='etl')
+    """
+    if not raw.strip().lower().startswith(AFTER_SINK):
+        return _offsets("startingOffsets", raw)
+    topic, slash, app = raw.strip()[len(AFTER_SINK) :].partition("/")
+    if not slash or not topic or not app:
+        raise InvalidArgument(
+            "startingOffsets 'afterSink:' names the topic and appId of the fencing sink to "
+            f"start after: 'afterSink:events/etl', got {raw!r}"
+        )
+    return AfterSink(validate_name("topic", topic), validate_name("appId", app))
+
+
+def _ending(raw: str) -> str | dict[int, int]:
+    """endingOffsets: 'latest' or JSON offsets (a read ends where it is planned or before)."""
+    found = _offsets("endingOffsets", raw)
+    if found == "earliest":
+        raise InvalidArgument(
+            "endingOffsets is 'latest' or JSON of partitions to offsets such as "
+            '{"0": 12, "1": 0}, got \'earliest\' (it would read nothing): to read up to an '
+            "offset, name it"
+        )
+    return found
 
 
 def _offsets(name: str, raw: str) -> str | dict[int, int]:
@@ -266,7 +310,7 @@ def plan_ranges(
     return out
 
 
-def check_partitions(name: str, given: str | dict[int, int], state: TopicState) -> None:
+def check_partitions(name: str, given: str | dict[int, int] | AfterSink, state: TopicState) -> None:
     """Refuse offsets given for a partition the topic does not have."""
     n = len(state.partitions)
     if isinstance(given, dict):
@@ -278,8 +322,12 @@ def check_partitions(name: str, given: str | dict[int, int], state: TopicState) 
                 )
 
 
-def resolve(given: str | dict[int, int], p: int, part: PartitionState, default: str) -> int:
-    """The offset ``given`` names for partition ``p`` (``default`` if it names none)."""
+def resolve(
+    given: str | dict[int, int] | AfterSink, p: int, part: PartitionState, default: str
+) -> int:
+    """The offset ``given`` names for partition ``p`` (``default`` if it names none); an
+    :class:`AfterSink` start is resolved to offsets before (:mod:`.resume`)."""
+    assert not isinstance(given, AfterSink), "resolved by resume.resolve_after_sink first"
     which: str | int = given.get(p, default) if isinstance(given, dict) else given
     if which == "earliest":
         return part.start

@@ -31,7 +31,10 @@ class RowLayout:
     ``columns`` names every column); ``key`` and ``partition`` are indexes or None;
     ``headers`` are (header name, index) pairs, one column a header; ``headers_map`` is the
     index of one column that holds all of a row's headers (a map of names to values, or an
-    array of key/value structs as Spark's Kafka sink takes), or None.
+    array of key/value structs as Spark's Kafka sink takes), or None. ``source`` is the
+    indexes of the columns naming each row's source record (its topic, partition and
+    offset in a fencing topic), or None: with them, each record carries a message id made
+    of that position, and the sink records the highest positions it wrote.
     """
 
     columns: tuple[str, ...]
@@ -40,6 +43,7 @@ class RowLayout:
     headers: tuple[tuple[str, int], ...]
     partition: int | None
     headers_map: int | None = None
+    source: tuple[int, int, int] | None = None
 
 
 def _json_default(value: object) -> Any:

@@ -44,6 +44,7 @@ from .rows import RowLayout
 from .tasks import RESULT_SCHEMA, count_task, result_of, verify_task, write_task
 from .writer import (
     SinkConfig,
+    batch_totals,
     begin_batch,
 )
 
@@ -258,9 +259,12 @@ class ForeachBatchSink:
         for b in begun:
             if b.status == "lineage":
                 log.warning(
-                    "redis-fencing spark sink: app_id %r starts a new lineage with query %s "
-                    "(it belonged to query %s, batch %d): new_lineage=True",
+                    "redis-fencing spark sink: app_id %r starts a new lineage on topic %r with "
+                    "query %s after query %s (it began batch %d; new_lineage=True): every row "
+                    "this query's source reads is written again, also rows the old query "
+                    "wrote: start the source after what the old query read (startingOffsets)",
                     self.app_id,
+                    self.topic_name,
                     query_id,
                     b.stored_query,
                     b.stored_batch,
@@ -284,18 +288,19 @@ class ForeachBatchSink:
                 )
         job = frame.mapInArrow(partial(write_task, config, lineage), RESULT_SCHEMA)
         results = [result_of(row[0]) for row in self._run(job)]
-        per_target: dict[int, int] = {}
-        for r in results:
-            for t, n in r.per_target.items():
-                per_target[t] = per_target.get(t, 0) + n
+        totals = batch_totals(results)
         meta = metadata_of(topic)
         for t in range(topic.partitions):
+            done_before = begun[t].rows if begun[t].status == "done" else 0
             self._execute(
                 protocol.sink.finish(
                     meta.partition_keys(t),
                     lineage,
                     incarnation=meta.incarnation_of(t),
-                    rows=per_target.get(t, 0) + (begun[t].rows if begun[t].status == "done" else 0),
+                    rows=totals.rows.get(t, 0) + done_before,
+                    written=totals.written.get(t, 0),
+                    skipped=totals.skipped.get(t, 0),
+                    positions=totals.positions,
                 )
             )
         self._report(

@@ -13,6 +13,7 @@ against the plan or the micro-batch's offsets.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from .._sync.client import Client
 from ..errors import InvalidArgument
 from .datasink import (
     FencingBatchWriter,
@@ -56,6 +58,7 @@ from .plan import (
     read_topic,
     topic_state,
 )
+from .resume import lineage_notice, resolve_after_sink
 from .scan import ScanConfig, read_range, scan_client
 
 if TYPE_CHECKING:
@@ -76,6 +79,9 @@ SCHEMA = StructType(
         StructField("message_id", StringType(), nullable=True),
     ]
 )
+
+
+log = logging.getLogger("fencing.spark.sink")
 
 
 class RangePartition(InputPartition):
@@ -155,7 +161,8 @@ class FencingDataSource(DataSource):
     def reader(self, schema: StructType) -> FencingReader:
         _check_schema(schema)
         config, state = self._load()
-        return FencingReader(config, plan_ranges(self._options, state))
+        options = resolve_after_sink(scan_client(config), self._options, state)
+        return FencingReader(config, plan_ranges(options, state))
 
     def streamReader(self, schema: StructType) -> FencingStreamReader:  # noqa: N802 - Spark's name
         _check_schema(schema)
@@ -169,7 +176,21 @@ class FencingDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> FencingStreamWriter:  # noqa: N802 - Spark's name
         options = parse_sink_options(self._raw)
-        return FencingStreamWriter(sink_config(options, schema), options)
+        config = sink_config(options, schema)
+        if options.new_lineage:
+            client = Client.from_url(config.url, namespace=config.namespace)
+            try:
+                notice = lineage_notice(
+                    client,
+                    config.topic,
+                    options.app_id,
+                    positions=options.source_columns is not None,
+                )
+            finally:
+                client.close()
+            if notice:
+                log.warning("redis-fencing spark sink: %s", notice)
+        return FencingStreamWriter(config, options)
 
     def writer(self, schema: StructType, overwrite: bool) -> FencingBatchWriter:
         if overwrite:
@@ -230,7 +251,9 @@ class FencingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_topic(scan_client(self.config), self.config.topic)
 
     def initialOffset(self) -> Offsets:  # noqa: N802 - Spark's name
-        return initial_offsets(self.options, self._state())
+        state = self._state()
+        options = resolve_after_sink(scan_client(self.config), self.options, state)
+        return initial_offsets(options, state)
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
         if self.options.max_records is None:

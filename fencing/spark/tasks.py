@@ -86,5 +86,6 @@ def count_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 def result_of(text: str) -> PartitionResult:
     """A write task's result row, back as a :class:`PartitionResult`."""
     found = json.loads(text)
-    found["per_target"] = {int(t): n for t, n in found["per_target"].items()}
+    for name in ("per_target", "written_to", "skipped_to"):
+        found[name] = {int(t): n for t, n in found[name].items()}
     return PartitionResult(**found)

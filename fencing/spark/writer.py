@@ -15,13 +15,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _protocol as protocol
+from .._keys import Keys
 from .._partitioner import partition_for_key
-from .._protocol.sink import CHAIN_START, Begun, Chunk, Lineage, chain
+from .._protocol.sink import (
+    CHAIN_START,
+    Begun,
+    Chunk,
+    Lineage,
+    chain,
+    source_message_id,
+    source_of,
+)
 from .._protocol.topic import EncodedBatch
 from .._sync.metadata import metadata_of
 from .._sync.producer import Producer, fenced_call
 from .._sync.topic import Topic
-from ..errors import CheckpointReset
+from .._text import text
+from ..errors import CheckpointReset, InvalidArgument
 from . import producers
 from .rows import RowLayout, encode_row
 
@@ -39,18 +49,109 @@ class SinkConfig:
     chunk_records: int
     chunk_bytes: int
     lease_ttl: float
+    #: The namespace of the topics the rows' source columns name (None: ``namespace``).
+    source_namespace: str | None = None
 
 
 @dataclass(slots=True)
 class PartitionResult:
     """What one task did: rows seen, written and skipped (written by an earlier attempt),
-    and rows per topic partition."""
+    rows per topic partition (all, written, skipped), and with source columns the highest
+    source offset of its rows per source (:func:`~fencing._protocol.sink.source_of`)."""
 
     spark_partition: int
     rows: int = 0
     written: int = 0
     skipped: int = 0
     per_target: dict[int, int] = field(default_factory=dict)
+    written_to: dict[int, int] = field(default_factory=dict)
+    skipped_to: dict[int, int] = field(default_factory=dict)
+    positions: dict[str, int] = field(default_factory=dict)
+
+
+class _Sources:
+    """The message ids of rows that name their source position: the source partition's
+    identity (read once per task: its incarnation) and the record's offset, numbered when
+    several consecutive rows come from one record."""
+
+    __slots__ = ("client_topic", "incarnations", "last", "layout", "namespace", "positions")
+
+    def __init__(self, topic: Topic, layout: RowLayout, namespace: str) -> None:
+        self.client_topic = topic
+        self.layout = layout
+        self.namespace = namespace
+        self.incarnations: dict[tuple[str, int], str] = {}
+        self.last: dict[str, tuple[int, int]] = {}  # source -> (offset, rows made from it)
+        self.positions: dict[str, int] = {}
+
+    def _incarnation(self, topic: str, partition: int) -> str:
+        found = self.incarnations.get((topic, partition))
+        if found is None:
+            meta_key = Keys(self.namespace).partition(topic, partition).meta
+            call = protocol.base.ReadCall(
+                commands=(("HGET", meta_key, "inc"),), parse=lambda replies: replies[0]
+            )
+            context = metadata_of(self.client_topic).context
+            raw = context.driver(context.settings.socket_timeout).read(
+                call, context.budget_default()
+            )
+            if raw is None:
+                raise InvalidArgument(
+                    f"the rows name source partition {partition} of topic {topic!r} in "
+                    f"namespace {self.namespace!r}, which does not exist: the sourceColumns "
+                    "must be the topic, partition and offset columns of a fencing source "
+                    "(and sourceNamespace its namespace)"
+                )
+            found = self.incarnations[(topic, partition)] = text(raw)
+        return found
+
+    def message_id(self, row: Any, index: int) -> str:
+        """The row's message id; keeps the highest offset per source."""
+        assert self.layout.source is not None
+        ti, pi, oi = self.layout.source
+        topic, partition, offset = row[ti], row[pi], row[oi]
+        if not isinstance(topic, str) or type(partition) is not int or type(offset) is not int:
+            names = ", ".join(self.layout.columns[i] for i in self.layout.source)
+            raise InvalidArgument(
+                f"row {index}: the source columns ({names}) hold {topic!r}, {partition!r}, "
+                f"{offset!r}: each row needs its source topic, partition and offset (filter "
+                "out rows without them, or drop the sourceColumns option)"
+            )
+        source = source_of(self.namespace, topic, self._incarnation(topic, partition), partition)
+        last = self.last.get(source)
+        occurrence = last[1] + 1 if last is not None and last[0] == offset else 0
+        self.last[source] = (offset, occurrence)
+        if offset > self.positions.get(source, -1):
+            self.positions[source] = offset
+        return source_message_id(source, offset, occurrence)
+
+
+@dataclass(slots=True)
+class BatchTotals:
+    """A batch's task results summed per topic partition, and its highest source
+    positions."""
+
+    rows: dict[int, int] = field(default_factory=dict)
+    written: dict[int, int] = field(default_factory=dict)
+    skipped: dict[int, int] = field(default_factory=dict)
+    positions: dict[str, int] = field(default_factory=dict)
+
+
+def batch_totals(results: Iterable[Any]) -> BatchTotals:
+    """The totals of task results (:class:`PartitionResult` or the data source's commit
+    messages: the same fields)."""
+    out = BatchTotals()
+    for r in results:
+        for into, found in (
+            (out.rows, r.per_target),
+            (out.written, r.written_to),
+            (out.skipped, r.skipped_to),
+        ):
+            for t, n in found.items():
+                into[t] = into.get(t, 0) + n
+        for source, offset in r.positions.items():
+            out.positions[source] = max(offset, out.positions.get(source, -1))
+    return out
 
 
 def shared_producer(config: SinkConfig) -> tuple[Topic, Producer]:
@@ -139,6 +240,8 @@ def write_partition(
             meta.saw_next(t, done.first_offset + done.written)
         result.written += done.written
         result.skipped += done.skipped
+        result.written_to[t] = result.written_to.get(t, 0) + done.written
+        result.skipped_to[t] = result.skipped_to.get(t, 0) + done.skipped
         result.per_target[t] = result.per_target.get(t, 0) + len(target.indexes)
         target.prev_index = target.indexes[-1]
         target.prev_hash = target.hashes[-1]
@@ -154,6 +257,12 @@ def write_partition(
         and not layout.headers
         and layout.headers_map is None
         and layout.partition is None
+        and layout.source is None
+    )
+    sources = (
+        None
+        if layout.source is None
+        else _Sources(topic, layout, config.source_namespace or meta.context.keys.namespace)
     )
     vi, ki = layout.value, layout.key
     keyless = spark_partition % partitions
@@ -182,6 +291,7 @@ def write_partition(
         else:
             value, key, headers, t = encode_row(layout, row, spark_partition, index, partitions)
             size = len(value) + (0 if key is None else len(key)) + len(headers)
+        message_id = None if sources is None else sources.message_id(row, index)
         if size > max_record:
             limits.check_record(size)
         target = targets.get(t)
@@ -202,7 +312,10 @@ def write_partition(
         if headers:
             parts.append(headers)
             shape += 2
-        target.layout.append("0123"[shape])
+        if message_id is not None:
+            parts.append(message_id.encode("utf-8"))
+            shape += 4
+        target.layout.append("01234567"[shape])
         target.size += size
         if len(target.indexes) >= max_records:
             flush(t, target)
@@ -210,6 +323,8 @@ def write_partition(
     result.rows = rows_seen
     for t, target in targets.items():
         flush(t, target)
+    if sources is not None:
+        result.positions = sources.positions
     yield result
 
 

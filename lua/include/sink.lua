@@ -15,8 +15,14 @@
         only where the other is the one it took over from
     s<i>  for Spark partition i of batch b: "<hw> <hh>", the highest row index of that
         partition written here and the chain hash of its rows routed here up to it
+    o:<source>  the highest source offset whose rows the app's finished batches wrote, for
+        the rows that named their source position: <source> is "<namespace>/<topic>/
+        <incarnation>/<partition>" of the topic they were read from. A new lineage of the
+        app (a lost checkpoint) starts its source after these
+    tw, tk  rows the app's finished batches wrote here, and skipped as written before, in all
   A new batch drops the previous batch's s<i> fields: Spark begins batch b + 1 only after it
-  committed batch b, so b is never replayed.
+  committed batch b, so b is never replayed. The o: fields and tw, tk outlive batches and
+  lineages.
 ]]
 --- @include "common"
 
@@ -27,4 +33,25 @@ local function load_sink(key)
   end
   return {q = v[1], b = tonumber(v[2] or '-1'), n = tonumber(v[3] or '-1'),
     c = tonumber(v[4] or '-1'), r = tonumber(v[5] or '0'), p = v[6]}
+end
+
+-- Drops the batch's fields (everything but the o: fields and tw, tk), before the caller
+-- writes the next batch's.
+local function clear_sink(key)
+  local names = redis.call('HKEYS', key)
+  local gone = {}
+  for _, name in ipairs(names) do
+    if string.sub(name, 1, 2) ~= 'o:' and name ~= 'tw' and name ~= 'tk' then
+      gone[#gone + 1] = name
+    end
+  end
+  if #gone > 0 then
+    redis.call('HDEL', key, (unpack or table.unpack)(gone))
+  end
+end
+
+-- The ARGV parts of a record of a layout shape (its character less 48, '0'..'7'): its
+-- value, then a key (bit 1), headers (bit 2) and a message id (bit 4).
+local function record_parts(shape)
+  return 1 + shape % 2 + math.floor(shape / 2) % 2 + math.floor(shape / 4) % 2
 end

@@ -1,12 +1,14 @@
 """A topic-to-topic pipeline in a process of its own, for the driver SIGKILL tests of the
 ``fencing`` connector.
 
-    python -m tests.spark.pipeline_worker URL NAMESPACE CHECKPOINT MAX_RECORDS
+    python -m tests.spark.pipeline_worker URL NAMESPACE CHECKPOINT MAX_RECORDS [recover]
 
 Reads topic ``orders`` with ``readStream.format("fencing")`` (at most MAX_RECORDS records a
 micro-batch) and writes each record's value, keyed by its partition, to topic ``events``
-with ``writeStream.format("fencing")``, up to what ``orders`` held when it started
-(``Trigger.AvailableNow``). Prints DONE at the end.
+with ``writeStream.format("fencing")``, naming each row's source position
+(``sourceColumns``), up to what ``orders`` held when it started (``Trigger.AvailableNow``).
+With ``recover``, the documented recovery from a lost checkpoint: a new lineage whose source
+starts after what the sink wrote. Prints DONE at the end.
 """
 
 from __future__ import annotations
@@ -20,26 +22,40 @@ from ..support.spark import make_session
 
 def main() -> None:
     url, namespace, checkpoint, max_records = sys.argv[1:5]
+    recover = sys.argv[5:] == ["recover"]
     spark = make_session("local[2]")
     fencing.spark.register(spark)
-    query = (
+    source = (
         spark.readStream.format("fencing")
         .option("url", url)
         .option("namespace", namespace)
         .option("topic", "orders")
         .option("maxRecordsPerTrigger", max_records)
-        .load()
-        .selectExpr("CAST(partition AS STRING) AS key", "value")
+    )
+    if recover:
+        source = source.option("startingOffsets", "afterSink:events/pipeline")
+    sink = (
+        source.load()
+        .selectExpr(
+            "CAST(partition AS STRING) AS key",
+            "value",
+            "topic AS source_topic",
+            "partition AS source_partition",
+            "offset AS source_offset",
+        )
         .writeStream.format("fencing")
         .option("url", url)
         .option("namespace", namespace)
         .option("topic", "events")
         .option("partitions", "2")
         .option("appId", "pipeline")
+        .option("sourceColumns", "source_topic,source_partition,source_offset")
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
-        .start()
     )
+    if recover:
+        sink = sink.option("newLineage", "true")
+    query = sink.start()
     query.awaitTermination()
     print("DONE", flush=True)
     spark.stop()

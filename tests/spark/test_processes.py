@@ -1,12 +1,14 @@
 """The Spark sinks across a driver killed with SIGKILL, then restarted from its checkpoint:
 ``ForeachBatchSink`` killed after it wrote a micro-batch and before Spark committed it to
 the checkpoint, and a topic-to-topic pipeline of the ``fencing`` connector killed at any
-point of its run."""
+point of its run, restarted from its checkpoint or, with the checkpoint deleted, as a new
+lineage whose source starts after what the sink wrote."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -85,50 +87,89 @@ def test_a_driver_killed_between_the_write_and_the_checkpoint_commit_writes_once
     client.close()
 
 
+def _orders(client: fencing.Client, records: int) -> dict[int, list[bytes]]:
+    """Topic orders of two partitions holding r0, r1, ... alternately; its values by
+    partition."""
+    expected: dict[int, list[bytes]] = {0: [], 1: []}
+    with client.topic("orders", partitions=2).producer() as producer:
+        for i in range(records):
+            value = f"r{i}".encode()
+            producer.send(value, partition=i % 2)
+            expected[i % 2].append(value)
+    return expected
+
+
+def _copied(client: fencing.Client) -> dict[int, list[bytes]]:
+    """The values of topic events by the source partition that keys them, in log order."""
+    by_source: dict[int, list[bytes]] = {0: [], 1: []}
+    for p in (0, 1):
+        for r in read_records(client, "events", p):
+            assert r.key is not None
+            by_source[int(r.key)].append(r.value)
+    return by_source
+
+
+def _kill_once_written(
+    args: list[str], log: Path, client: fencing.Client, written_at_least: int
+) -> None:
+    """Start the pipeline and kill its driver once events holds that many records."""
+
+    def written() -> int:
+        return len(topic_values(client, "events")) if "events" in client.topics() else 0
+
+    driver = _start(args, log, PIPELINE)
+    try:
+        wait_until(lambda: written() >= written_at_least or driver.poll() is not None, timeout=240)
+        assert driver.poll() is None, log.read_text()
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(30)
+
+
+def _run_to_the_end(args: list[str], log: Path) -> None:
+    last = _start(args, log, PIPELINE)
+    try:
+        assert last.wait(240) == 0
+    finally:
+        if last.poll() is None:
+            os.killpg(last.pid, signal.SIGKILL)
+    assert log.read_text().splitlines()[-1] == "DONE"
+
+
+PIPELINE = "tests.spark.pipeline_worker"
+
+
 @pytest.mark.timeout(600)  # Spark drivers one after the other
 def test_a_pipeline_whose_driver_is_killed_at_any_point_copies_each_record_once(
     server: ServerInfo, namespace: str, client: fencing.Client, tmp_path: Path
 ) -> None:
     if server.kind == "valkey":
         pytest.skip("one server kind is enough for Spark drivers of their own: redis")
-    expected: dict[int, list[bytes]] = {0: [], 1: []}
     records = 3000 if SOAK else 1200  # micro-batches of 400: 3 (or 8 with a second kill)
-    with client.topic("orders", partitions=2).producer() as producer:
-        for i in range(records):
-            value = f"r{i}".encode()
-            producer.send(value, partition=i % 2)
-            expected[i % 2].append(value)
+    expected = _orders(client, records)
     args = [server.url, namespace, str(tmp_path / "ck"), "400"]
-    module = "tests.spark.pipeline_worker"
-
     # Killed once rows are written: wherever the kill lands (mid-batch, between the sink's
     # commit and the checkpoint's), the restart copies each record once. With
     # FENCING_SOAK=1, killed again after more rows.
-    def written() -> int:
-        return len(topic_values(client, "events")) if "events" in client.topics() else 0
-
     for run, written_at_least in enumerate((1, 1200) if SOAK else (1,)):
-        driver = _start(args, tmp_path / f"run{run}.log", module)
-        try:
-            wait_until(
-                lambda: written() >= written_at_least or driver.poll() is not None,  # noqa: B023
-                timeout=240,
-            )
-            assert driver.poll() is None, (tmp_path / f"run{run}.log").read_text()
-        finally:
-            os.killpg(driver.pid, signal.SIGKILL)
-            driver.wait(30)
-    last = _start(args, tmp_path / "last.log", module)
-    try:
-        assert last.wait(240) == 0
-    finally:
-        if last.poll() is None:
-            os.killpg(last.pid, signal.SIGKILL)
-    assert (tmp_path / "last.log").read_text().splitlines()[-1] == "DONE"
+        _kill_once_written(args, tmp_path / f"run{run}.log", client, written_at_least)
+    _run_to_the_end(args, tmp_path / "last.log")
     # Each source partition's rows are keyed by it: in one target partition, in order.
-    by_source: dict[int, list[bytes]] = {0: [], 1: []}
-    for p in (0, 1):
-        for r in read_records(client, "events", p):
-            assert r.key is not None
-            by_source[int(r.key)].append(r.value)
-    assert by_source == expected
+    assert _copied(client) == expected
+
+
+@pytest.mark.timeout(600)  # Spark drivers one after the other
+def test_a_pipeline_whose_checkpoint_is_deleted_resumes_after_what_its_sink_wrote(
+    server: ServerInfo, namespace: str, client: fencing.Client, tmp_path: Path
+) -> None:
+    if server.kind == "valkey":
+        pytest.skip("one server kind is enough for Spark drivers of their own: redis")
+    expected = _orders(client, 1200)
+    checkpoint = tmp_path / "ck"
+    args = [server.url, namespace, str(checkpoint), "200"]
+    # Killed after its first batches: wherever the kill lands (mid-batch too), then the
+    # checkpoint is lost.
+    _kill_once_written(args, tmp_path / "killed.log", client, 300)
+    shutil.rmtree(checkpoint)
+    _run_to_the_end([*args, "recover"], tmp_path / "recovered.log")
+    assert _copied(client) == expected

@@ -7,6 +7,8 @@
   KEYS[2]  the partition's stream              <ns>:{<topic>/<p>}:log
   KEYS[3]  the exclusive-producer row (hash)   <ns>:{<topic>/<p>}:own:__producer__
   KEYS[4]  the sink state of the app (hash)    <ns>:{<topic>/<p>}:sink:<app>
+  KEYS[5]  message ids (hash)                  <ns>:{<topic>/<p>}:mids
+  KEYS[6]  message ids, oldest first (list)    <ns>:{<topic>/<p>}:midq
   ARGV[1]  inc        the partition incarnation the caller saw
   ARGV[2]  seen_next  the highest next offset the caller saw (0 if none)
   ARGV[3]  producer   producer id written with each record (the executor's shared producer)
@@ -23,8 +25,10 @@
   ARGV[12] prev_hash  the chain hash at prev_idx ('' if none)
   ARGV[13] indexes    the rows' indexes within the Spark partition, ascending, space-separated
   ARGV[14] hashes     the chain hash after each row, 16 hex characters each, concatenated
-  ARGV[15] layout     one character per record, as in append
-  ARGV[16..] the records' values, keys and headers, in layout order
+  ARGV[15] layout     one character per record, as in append ('0'..'3'; '4'..'7' with a
+                      message id as the record's last part; no unit sizes: each row is a
+                      unit of its own)
+  ARGV[16..] the records' values, keys, headers and ids, in layout order
 
   The rows of one Spark partition routed here form a chain: each row's hash covers its index,
   its bytes and the hash before it. The state keeps the highest index written (hw) and the
@@ -32,9 +36,14 @@
   skipped; the rest are appended - after checking that the chunk's chain passes through
   (hw, hh), so an attempt whose rows differ from the first one's (another partitioning or
   order: a batch that is not deterministic) is refused instead of writing a duplicate.
+  Rows past hw that carry a message id already appended to the partition within its id
+  window (by any writer: another lineage of the app after a lost checkpoint) are skipped
+  one by one, and the others written; the ids written are remembered as append remembers
+  them.
 
   Returns {first_offset, written, skipped, timestamp_ms}: the records written hold offsets
-    first_offset .. first_offset + written - 1 (first_offset is -1 when written is 0).
+    first_offset .. first_offset + written - 1, in chunk order (first_offset is -1 when
+    written is 0); skipped counts the rows written before (by index or by message id).
   Errors: SINK_MISMATCH (the chain does not pass through the stored state), SINK_STALE (the
     batch is not the one the driver began here), STATE_LOST, PRODUCER_FENCED, WRONG_TYPE,
     BAD_ARGUMENT.
@@ -43,8 +52,10 @@
 --- @include "partition"
 --- @include "producer"
 --- @include "sink"
+--- @include "message_ids"
 
 local meta, stream, row_key, key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local mids, midq = KEYS[5], KEYS[6]
 local producer, epoch, session, row_inc = ARGV[3], int_arg(ARGV[4]), ARGV[5], ARGV[6]
 local query, batch, npart = ARGV[7], int_arg(ARGV[8]), int_arg(ARGV[9])
 local spark_part, prev_idx, prev_hash = ARGV[10], int_arg(ARGV[11]), ARGV[12]
@@ -62,14 +73,14 @@ local sp = int_arg(spark_part)
 if sp == nil or sp < 0 or (npart > 0 and sp >= npart) then
   return fail(E.BAD_ARGUMENT, 'spark_part', spark_part)
 end
--- Every record's parts are present: 1 to 3 per record by its shape, nothing more.
+-- Every record's parts are present: 1 to 4 per record by its shape, nothing more.
+local at = id_positions(layout, 16)
+if at == nil then
+  return fail(E.BAD_ARGUMENT, 'layout', layout)
+end
 local parts = 0
 for i = 1, n do
-  local shape = string.byte(layout, i) - 48
-  if shape < 0 or shape > 3 then
-    return fail(E.BAD_ARGUMENT, 'layout', layout)
-  end
-  parts = parts + 1 + (shape == 1 and 1 or 0) + (shape == 2 and 1 or 0) + (shape == 3 and 2 or 0)
+  parts = parts + record_parts(string.byte(layout, i) - 48)
 end
 if parts ~= #ARGV - 15 then
   return fail(E.BAD_ARGUMENT, 'parts', parts .. '/' .. (#ARGV - 15))
@@ -133,14 +144,68 @@ if j == n then
   return {-1, 0, n, now}
 end
 
--- Skip the parts of the first j records.
-local pos = 16
+-- Rows j+1 .. n are past hw: each one whose message id is known is skipped on its own.
+local skip = {}
 for i = 1, j do
-  local shape = string.byte(layout, i) - 48
-  pos = pos + 1 + (shape == 1 and 1 or 0) + (shape == 2 and 1 or 0) + (shape == 3 and 2 or 0)
+  skip[i] = true
 end
+local id_window, id_ttl, with_ids = 0, 0, false
+for i = j + 1, n do
+  if at[i] then with_ids = true end
+end
+if with_ids then
+  local w = redis.call('HMGET', meta, 'midw', 'midttl')
+  id_window = (w[1] or DEFAULT_MESSAGE_ID_WINDOW) + 0
+  id_ttl = (w[2] or DEFAULT_MESSAGE_ID_TTL_MS) + 0
+  bad = check_types({mids, midq}, {'hash', 'list'})
+  if bad then return bad end
+  local fields, index = {}, {}
+  for i = j + 1, n do
+    if at[i] then
+      fields[#fields + 1] = ARGV[at[i]]
+      index[#index + 1] = i
+    end
+  end
+  local spread = unpack or table.unpack
+  local values = redis.call('HMGET', mids, spread(fields))
+  local in_chunk = {}
+  for k = 1, #index do
+    local raw, id = values[k], fields[k]
+    if raw then
+      local t = string.match(raw, '^%d+ %-?%d+ (%d+)$')
+      if t and t + id_ttl > now then
+        skip[index[k]] = true
+      end
+    end
+    if in_chunk[id] then
+      skip[index[k]] = true
+    end
+    in_chunk[id] = true
+  end
+end
+
+-- Write the rows not skipped, run by run, in chunk order.
 local first = p.next
-write_records(meta, stream, p, layout, j + 1, n, pos, string.format('%d', now), ARGV[4], producer)
-local written = n - j
+local ts = string.format('%d', now)
+local written, pos, i = 0, 16, 1
+while i <= n do
+  if skip[i] then
+    pos = pos + record_parts(string.byte(layout, i) - 48)
+    i = i + 1
+  else
+    local from, from_pos = i, pos
+    while i <= n and not skip[i] do
+      pos = pos + record_parts(string.byte(layout, i) - 48)
+      i = i + 1
+    end
+    p.start = write_records(meta, stream, p, layout, from, i - 1, from_pos, ts, ARGV[4],
+      producer)
+    p.next = p.next + i - from
+    written = written + i - from
+  end
+end
+if with_ids and written > 0 then
+  remember_ids(mids, midq, at, skip, first, n, ARGV[4], ts, now, id_window, id_ttl)
+end
 redis.call('HSET', key, field, idx[n] .. ' ' .. string.sub(hashes, 16 * n - 15, 16 * n))
-return {first, written, j, now}
+return {written > 0 and first or -1, written, n - written, now}
