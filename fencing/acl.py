@@ -26,7 +26,7 @@ COMMANDS: tuple[str, ...] = (
     # scripts and what they call
     "evalsha", "script|load",
     "time", "type", "exists", "del",
-    "hget", "hmget", "hset", "hdel", "hgetall",
+    "hget", "hmget", "hset", "hdel", "hgetall", "hkeys", "hincrby", "pexpire",
     "xadd", "xrange", "xtrim", "xlen", "xread",
     "zadd", "zcard", "zrange", "zrangebyscore", "zrank", "zrem", "zremrangebyscore",
     "zscore", "zcount",
