@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from fencing.acl import COMMANDS
 from fencing._lua_loader import lua_dir
+from fencing.acl import COMMANDS
 
 #: A Redis call from Lua: redis.call / redis.pcall, or a local alias of either (the append's
 #: fast path names them call, try and add).
