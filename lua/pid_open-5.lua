@@ -121,8 +121,9 @@ if state == nil and resume_gen ~= '' and (fence >= 0 or (next_arg ~= nil and nex
   -- be told from new records.
   return fail(E.UNKNOWN_PRODUCER_ID, pid, 'resume-expired')
 end
--- Every check passed: the writes start here.
-drop_expired(pids, pid_expiry, win, now, expiry_ms, window)
+-- Every check passed: the writes start here. The PID's own state, expired or not, is not
+-- the cleanup's: it carries on below with its window.
+drop_expired(pids, pid_expiry, win, now, expiry_ms, window, pid)
 local next_seq
 if state ~= nil then
   gen = math.max(gen, state.g) + 1
