@@ -449,7 +449,7 @@ def run_seed(seed: int, server_url: str, namespace: str, steps: int = STEPS) -> 
                 direct,
                 name,
                 attempts=run.model.attempts,
-                exclusive=mode is not AccessMode.SHARED and not run.model.fresh_pids,
+                exclusive=mode is not AccessMode.SHARED,
             )
             if not report.ok:
                 raise Finding(report.summary())

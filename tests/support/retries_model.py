@@ -103,10 +103,6 @@ class Model:
         self.attempts: list[Attempt] = []
         #: Values a fenced producer tried to write: never in the log.
         self.fenced_values: list[bytes] = []
-        #: Fresh PIDs producers took by themselves (their state expired while idle): the
-        #: same writer then writes one epoch under two PIDs, which fencing.verify's G1
-        #: check counts as two writers.
-        self.fresh_pids = 0
 
     # -- jobs and lineages ----------------------------------------------------------------
 
@@ -176,7 +172,6 @@ class Model:
                     "resends still due: the producer skipped sequences"
                 )
             self.adopt(job, pid)  # a fresh PID (the old one's state expired while idle)
-            self.fresh_pids += 1
         lineage = self.lineage(pid)
         batch.offsets, batch.index = offsets, len(lineage.landed)
         if batch.sent_at - lineage.last_write >= self.expiry / 2:
