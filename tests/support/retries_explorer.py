@@ -33,11 +33,12 @@ import redis
 
 import fencing
 from fencing import AccessMode
-from fencing.faults import Proxy, Rule
+from fencing.faults import Proxy
 from fencing.verify import Attempt, verify_log
 
 from .clock import server_ms, wait_server_past
 from .logs import records_of
+from .retries_faults import RESOLVE_FAULTS, SEND_FAULTS, arm, pick
 from .retries_model import Batch, Finding, Job, Model, Saved
 from .wire import APPEND, RESOLVE
 
@@ -65,18 +66,6 @@ STEP_WEIGHTS = {
     "new-job": 3,
     "resend-by-id": 4,
 }
-#: Faults of a send, by the requests they hit (never by time), and their weights.
-SEND_FAULTS = {
-    "none": 50,
-    "reply-lost-once": 10,
-    "replies-lost": 14,
-    "request-lost-once": 5,
-    "requests-lost": 7,
-    "reply-delayed": 3,
-    "reset": 5,
-    "refused-once": 6,
-}
-RESOLVE_FAULTS = {"none": 2, "reply-lost-once": 1}
 
 
 @dataclass
@@ -98,33 +87,6 @@ class Run:
 
     def note(self, text: str) -> None:
         self.steps[-1] += f" -> {text}"
-
-
-def _pick(rng: random.Random, weights: dict[str, int]) -> str:
-    return rng.choices(list(weights), weights=list(weights.values()))[0]
-
-
-def _arm(proxy: Proxy, fault: str, script: bytes) -> list[Rule]:
-    """Arm ``fault`` on calls of ``script``: the rules to remove after the step."""
-    if fault == "reply-lost-once":
-        return [proxy.drop_replies(script, count=1)]
-    if fault == "replies-lost":
-        return [proxy.drop_replies(script, count=None)]
-    if fault == "request-lost-once":
-        return [proxy.drop_requests(script, count=1)]
-    if fault == "requests-lost":
-        return [proxy.drop_requests(script, count=None)]
-    if fault == "reply-delayed":
-        return [proxy.drop_replies(script, count=1, close=False)]
-    if fault == "reset":
-        proxy.sever()
-        return []
-    if fault == "refused-once":
-        rule = proxy.refuse_connections(count=1)
-        proxy.sever()
-        return [rule]
-    assert fault == "none", fault
-    return []
 
 
 def _log(run: Run) -> dict[bytes, int]:
@@ -173,11 +135,11 @@ def _send(run: Run, job: Job) -> None:
         due = due[1:]
     batch = due[0] if due else job.take_new(run.rng.randint(1, 3))
     kind = "resend" if due else "new"
-    fault = _pick(run.rng, SEND_FAULTS)
+    fault = pick(run.rng, SEND_FAULTS)
     pending, was = job.pending, _pending_of(p)
     before = p.last_resolution
     run.steps[-1] += f" {kind} {batch.rows[0].decode()}+{len(batch.rows)} fault={fault}"
-    rules = _arm(run.proxy, fault, APPEND)
+    rules = arm(run.proxy, fault, APPEND)
     batch.sent_at = time.monotonic()
     try:
         answer: Any = p.send_batch(job.records(batch.rows), partition=0)
@@ -250,9 +212,9 @@ def _settle(
 
 def _resolve(run: Run, job: Job) -> None:
     p, batch = job.producer, job.pending
-    fault = _pick(run.rng, RESOLVE_FAULTS)
+    fault = pick(run.rng, RESOLVE_FAULTS)
     run.steps[-1] += f" fault={fault}"
-    rules = _arm(run.proxy, fault, RESOLVE)
+    rules = arm(run.proxy, fault, RESOLVE)
     try:
         answer: Any = p.resolve(0)
     except fencing.FencingError as exc:
@@ -389,7 +351,7 @@ def _step(run: Run) -> None:
         weights["idle"] = 0
     if not any(j.ids and j.made for j in model.jobs):
         weights["resend-by-id"] = 0
-    kind = _pick(rng, weights)
+    kind = pick(rng, weights)
     run.steps.append(kind)
     if kind == "new-job":
         job = model.new_job(named=rng.random() < 0.5, ids=rng.random() < 0.5)
