@@ -7,7 +7,10 @@ sequence order (``Lineage.landed``): a producer resumed from a saved state resen
 after the state's cursor with the same boundaries, and each resend must be answered with
 its original offsets while it is among the PID's last ``window`` batches, else refused as
 older than the window; it is never written again. Rows whose batch did not land go back to
-the job's ``todo`` and are sent again as new rows.
+the job's ``todo`` and are sent again as new rows. A job may send its rows with their input
+position as message id; starting over with no saved state it resends them all, and each id
+the partition still knows (the last ``id_window`` appended) is answered as its original: a
+row is in the log twice only if its id had left that window when it was resent.
 
 >>> model = Model(window=3, expiry=1.0)
 >>> job = model.new_job(named=True)
