@@ -189,3 +189,30 @@ def test_a_resumed_expired_state_keeps_its_duplicate_window(
     assert values_of(topic) == [b"a", b"b", b"c", b"d", b"e"]
     first.close()
     resumed.close()
+
+
+def test_resuming_a_state_saved_before_its_pid_started_anew_is_unknown_producer_id(
+    client: Client, raw: redis.Redis
+) -> None:
+    """A named producer's state expires and is removed; reopening the name starts the PID's
+    sequences anew. A state saved before stands past that new state's sequences: it was
+    saved against the state that expired, so resuming it is UnknownProducerId, writing
+    nothing (never a producer whose every resend is out of order)."""
+    topic = client.topic("t", partitions=1, producer_state_ttl=1)
+    first = topic.producer(name="copier", lease_ttl=30)
+    for v in (b"a", b"b", b"c"):
+        first.send(v, partition=0)
+    saved = first.state
+    pk = metadata_of(topic).partition_keys(0)
+    pid = str(first.producer_id)
+    written = decode_pid_state(raw.hget(pk.pids, pid)).last_write_ms  # type: ignore[arg-type]
+    wait_server_past(raw, written + 1_100)
+    topic.producer().send(b"newcomer", partition=0)  # a registration runs the cleanup
+    assert not raw.hexists(pk.pids, pid)
+    again = topic.producer(name="copier", lease_ttl=30)
+    assert again.producer_id == first.producer_id
+    again.send(b"d", partition=0)  # the PID's sequences start anew
+    with pytest.raises(fencing.UnknownProducerId):
+        topic.producer(resume=saved, name="copier", lease_ttl=30)
+    again.send(b"e", partition=0)  # not fenced: the refused open wrote nothing
+    assert values_of(topic) == [b"a", b"b", b"c", b"newcomer", b"d", b"e"]

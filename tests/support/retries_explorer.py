@@ -253,7 +253,7 @@ def _restart(run: Run, job: Job) -> None:
     try:
         p = _open(run, job, **options)
     except fencing.UnknownProducerId as exc:
-        if saved is None or not model.may_have_expired(saved.state.producer_id):
+        if saved is None or not model.outlived(saved):
             raise Finding(f"restart raised {exc!r}") from exc
         run.note("expired: from the log")
         model.recovered(job, _log(run))

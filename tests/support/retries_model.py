@@ -154,6 +154,14 @@ class Model:
             return False
         return len(lineage.landed) - batch.index <= self.window
 
+    def outlived(self, saved: Saved) -> bool:
+        """Whether the state ``saved`` was saved against may be gone: expired, or expired
+        and started anew by a batch written after the save (resuming it is then refused)."""
+        pid = saved.state.producer_id
+        return self.may_have_expired(pid) or any(
+            k >= saved.cursor for k in self.lineage(pid).restarts
+        )
+
     def may_have_expired(self, pid: int | None) -> bool:
         """Whether the PID's state may have expired (its last write half the expiry ago)."""
         if pid is None:
