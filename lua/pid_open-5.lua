@@ -31,7 +31,8 @@
     last; written_next is the one after the server's last (0 if none): a batch below it
     may be a resend, one at or above it was never sent by an older incarnation.
   Errors: PRODUCER_FENCED (reason 'incarnation': an opener with a higher ticket opened this
-    partition already), UNKNOWN_PRODUCER_ID (resume= names state that expired),
+    partition already), UNKNOWN_PRODUCER_ID (resume= names state that expired: gone, or
+    replaced by one that started the PID's sequences anew, behind the saved next sequence),
     TOPIC_DELETING, STATE_LOST (the partition vanished or was recreated, or a PID fresh from the counter
     already has state: the counter went backwards), WRONG_TYPE, BAD_ARGUMENT (a PID,
     generation or sequence that is not an integer in [0, 2^53)).
@@ -121,8 +122,16 @@ if state == nil and resume_gen ~= '' and (fence >= 0 or (next_arg ~= nil and nex
   -- be told from new records.
   return fail(E.UNKNOWN_PRODUCER_ID, pid, 'resume-expired')
 end
--- Every check passed: the writes start here.
-drop_expired(pids, pid_expiry, win, now, expiry_ms, window)
+if state ~= nil and next_arg ~= nil and next_arg > state.s + 1 then
+  -- The saved state stands past every sequence the stored state wrote: it was saved
+  -- against a state of this PID that expired and was removed, and the stored one started
+  -- the PID's sequences anew (a name reopened since). Its resends could not be told from
+  -- that state's records.
+  return fail(E.UNKNOWN_PRODUCER_ID, pid, 'resume-expired')
+end
+-- Every check passed: the writes start here. The PID's own state, expired or not, is not
+-- the cleanup's: it carries on below with its window.
+drop_expired(pids, pid_expiry, win, now, expiry_ms, window, pid)
 local next_seq
 if state ~= nil then
   gen = math.max(gen, state.g) + 1

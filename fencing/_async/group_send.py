@@ -136,7 +136,7 @@ class GroupSend:
             try:
                 await self.resolve_pending()
             except DuplicateSequence:
-                pass  # settled: the batch was a resend of sequences written before
+                pass  # settled as written before: last_resolution carries the refusal
             except FencingError as exc:
                 # Nothing queued was sent: each caller learns why (fenced, unreachable).
                 self.fail_all(exc)
@@ -171,24 +171,34 @@ class GroupSend:
 
     def settle_carried(self) -> None:
         """Answer the callers of an interrupted call once its batch was resolved: their
-        offsets if it landed (they leave the queue), else nothing (they are sent next).
+        offsets if it landed, the refusal if its sequences were written before (either way
+        they leave the queue), else nothing (they are sent next).
         Repeatable: an interrupt midway leaves it to the next call, which answers the same."""
         carried = self._carried
         resolved = self.standing.resolved
         if carried is None or resolved is None or self.standing.pending is not None:
             return
         landed = resolved[1]
-        if landed:
+        if isinstance(landed, DuplicateSequence):
+            # Its sequences were written before: its callers learn that, and none of their
+            # records is sent again under new sequences.
+            group_commit.fail([e for e in carried if not e.done], landed, self._answers.give)
+            self._unqueue(carried)
+        elif landed:
             # Answered first, then out of the queue: an interrupt between the two leaves
             # them answered in the queue, where take_group skips what is answered.
             if not all(entry.done for entry in carried):
                 self._answer(carried, metadata=landed, chain=False)
-            with self.guard:
-                waiting = set(map(id, carried))
-                kept = [entry for entry in self.queue if id(entry) not in waiting]
-                self.queue.clear()
-                self.queue.extend(kept)
+            self._unqueue(carried)
         self._carried = None
+
+    def _unqueue(self, entries: list[Entry]) -> None:
+        """Take ``entries`` out of the queue (answered: they are not sent again)."""
+        with self.guard:
+            waiting = set(map(id, entries))
+            kept = [entry for entry in self.queue if id(entry) not in waiting]
+            self.queue.clear()
+            self.queue.extend(kept)
 
     async def _send_group(self, group: list[Entry], done: Progress) -> None:
         standing, topic = self.standing, self._meta

@@ -32,7 +32,7 @@ from ..errors import (
     StateLost,
 )
 from .metadata import TopicMetadata
-from .standing import Answers, Calls, Standing, Status
+from .standing import Answers, Calls, Resolution, Standing, Status
 
 log = logging.getLogger(__name__)
 
@@ -131,12 +131,10 @@ class Outcomes:
             sequenced.fresh,
         )
 
-    def _settled(
-        self, standing: Standing, pending: Pending, result: list[RecordMetadata] | None
-    ) -> None:
+    def _settled(self, standing: Standing, pending: Pending, result: Resolution) -> None:
         """Record a pending batch's outcome, then clear it (in that order: whoever waits
         for the outcome finds it once the batch is no longer pending)."""
-        standing.meter.resolved(result is not None)
+        standing.meter.resolved(result is not None)  # (written before: it landed once)
         standing.resolved = (pending, result)
         self._status.last_resolution = (standing.pk.partition, result)
         standing.pending = None
@@ -175,11 +173,13 @@ class Outcomes:
             raise
         except DuplicateSequence as exc:
             # Its sequences were written before, by other records or longer ago than the
-            # window: it did not land now, and the producer goes on as after that refusal.
+            # window: nothing is written now, and the producer goes on as after that
+            # refusal. The outcome is the refusal itself, never "did not land": those
+            # records (or others under their sequences) are in the log.
             if exc.reason in WRITTEN_BEFORE:
                 end = pending.first_sequence + pending.records
                 standing.next_sequence = max(standing.next_sequence, end)
-            self._settled(standing, pending, None)
+            self._settled(standing, pending, exc)
             raise
         result: list[RecordMetadata] | None = None
         if resolved.landed:

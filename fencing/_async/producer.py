@@ -52,7 +52,7 @@ from .outcomes import Outcomes
 from .partition_queue import PartitionQueue
 from .producer_ids import ProducerIds
 from .sender import Sender
-from .standing import Answers, Calls, Standing, Status, Wakeup
+from .standing import Answers, Calls, Resolution, Standing, Status, Wakeup
 
 if TYPE_CHECKING:
     from .._runtime.tasks.keeper import Task
@@ -320,8 +320,11 @@ class Producer(ProcessBound):
         return self._status.fenced is not None
 
     @property
-    def last_resolution(self) -> tuple[int, list[RecordMetadata] | None] | None:
-        """How the last pending batch was resolved: (partition, its metadata or None).
+    def last_resolution(self) -> tuple[int, Resolution] | None:
+        """How the last pending batch was resolved: (partition, its metadata if it landed,
+        the :class:`~fencing.DuplicateSequence` that refused it if its sequences were
+        written before - its records are in the log, offsets forgotten - or None if it did
+        not land and never will).
 
         >>> await producer.send(b"next", partition=0)   # settles a pending batch first
         >>> producer.last_resolution                                     # doctest: +SKIP
@@ -330,7 +333,7 @@ class Producer(ProcessBound):
         return self._status.last_resolution
 
     @last_resolution.setter
-    def last_resolution(self, value: tuple[int, list[RecordMetadata] | None] | None) -> None:
+    def last_resolution(self, value: tuple[int, Resolution] | None) -> None:
         self._status.last_resolution = value
 
     def __setattr__(self, name: str, value: object) -> None:

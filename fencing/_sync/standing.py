@@ -12,7 +12,7 @@ True
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
 from .. import _protocol as protocol
 from .._durability import Durability
@@ -23,10 +23,14 @@ from .._record import RecordMetadata
 from .._retry import RetryBudget
 from .._runtime.threads import primitives as runtime
 from .._telemetry import PartitionMeter
-from ..errors import FencingError
+from ..errors import DuplicateSequence, FencingError
 from .context import Context
 
 T = TypeVar("T")
+#: How a pending batch was resolved: its metadata if it landed; the DuplicateSequence that
+#: refused it if its sequences were written before (its records are in the log, their
+#: offsets not known here); None if it did not land (and never will).
+Resolution: TypeAlias = list[RecordMetadata] | DuplicateSequence | None
 
 
 class Standing:
@@ -67,9 +71,9 @@ class Standing:
         #: Below it a batch may be a resend (a resumed state behind the server's).
         self.floor = floor
         self.pending: Pending | None = None
-        #: The last pending batch resolved and its outcome (its metadata if it landed),
+        #: The last pending batch resolved and its outcome (see Status.last_resolution),
         #: recorded before ``pending`` is cleared (see GroupSend.settle_carried).
-        self.resolved: tuple[Pending, list[RecordMetadata] | None] | None = None
+        self.resolved: tuple[Pending, Resolution] | None = None
         #: Set once this producer left the partition (closed or gave up opening).
         self.left = False
         self.errors = protocol.producer.producer_errors(pk)  # built once, not per send
@@ -88,8 +92,10 @@ class Status:
         self.closed = False
         #: Why it was fenced, for good: every later send raises it.
         self.fenced: FencingError | None = None
-        #: How the last pending batch was resolved: (partition, its metadata or None).
-        self.last_resolution: tuple[int, list[RecordMetadata] | None] | None = None
+        #: How the last pending batch was resolved: (partition, its metadata if it
+        #: landed, the DuplicateSequence refusing it if its sequences were written before,
+        #: or None if it did not land).
+        self.last_resolution: tuple[int, Resolution] | None = None
 
 
 class Calls:

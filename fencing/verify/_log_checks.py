@@ -1,7 +1,8 @@
 """The checks along each partition's log, fed its entries in log order: G6 (every offset
 from start to next - 1 once, in order, well formed) and G1 (epochs never decrease, one
 writer per epoch, one segment per epoch, none above the current epoch), with G2 for records
-of a superseded epoch.
+of a superseded epoch. Within an epoch the producer id may change (its one writer took a
+fresh PID after its state expired while idle) but never come back: that is two writers.
 
 >>> checks = LogChecks(exclusive=True, violations=[])
 >>> checks.begin(0, {b"start": b"0", b"next": b"1"}, "hash", b"1")
@@ -206,13 +207,18 @@ class LogChecks:
                     f"epoch {epoch} resumes after epoch {run.epoch}; it began at "
                     f"offset {part.epoch_first[epoch]}: each epoch must be one segment",
                 )
-            elif same_epoch:
+            elif same_epoch and producer in producers:
+                # A new PID within an epoch is its writer taking a fresh PID (its state
+                # expired while idle, KIP-360): records carry the PID, not the session, and
+                # that writer never writes under the old PID again. A PID coming back
+                # after another one in the same epoch is two writers interleaving.
                 assert run is not None
                 self.violation(
                     "G1",
                     offset,
-                    f"producer {producer} writes in epoch {epoch} after producer "
-                    f"{run.producer}: one writer per epoch",
+                    f"producer {producer} writes in epoch {epoch} again after producer "
+                    f"{run.producer}: two writers interleave in one epoch (one writer per "
+                    "epoch; a writer that takes a fresh PID never writes under its old one)",
                 )
             if epoch > part.token:
                 self.violation(

@@ -170,18 +170,20 @@ end
 -- index score can be up to EXPIRY_INDEX_MS behind a state's real last write, so each
 -- candidate's own last write decides: a live one is re-indexed, never removed. A state
 -- these scripts cannot read is never removed either (it is not absent): it is re-indexed at
--- now, so it does not hold up the expiry of others.
-local function drop_expired(pids, expiry, win, now, expiry_ms, window)
+-- now, so it does not hold up the expiry of others. The state of ``keep`` (the PID the
+-- caller is carrying on, expired or not; nil for none) is left as it is: its caller
+-- rewrites it, and its window, which still answers resends of what it wrote, with it.
+local function drop_expired(pids, expiry, win, now, expiry_ms, window, keep)
   local candidates = redis.call('ZRANGEBYSCORE', expiry, '-inf', now - expiry_ms, 'LIMIT', 0,
     MAX_EXPIRE)
   for _, pid in ipairs(candidates) do
-    local raw = redis.call('HGET', pids, pid)
+    local raw = pid ~= keep and redis.call('HGET', pids, pid)
     local state = raw and decode_pid(raw)
     if raw and not state then
       redis.call('ZADD', expiry, now, pid)
     elseif state and state.t >= now - expiry_ms then
       redis.call('ZADD', expiry, state.t, pid)
-    else
+    elseif pid ~= keep then
       if state then
         drop_window(win, pid, state.b, window)
       end

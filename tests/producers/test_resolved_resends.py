@@ -92,21 +92,27 @@ async def test_a_resend_resolved_as_landed_leaves_the_next_resends_duplicates(
     assert [r.value for r in await records_of_async(topic)] == ROWS
 
 
+@pytest.mark.parametrize("how", ["explicit", "next-send"])
 @pytest.mark.parametrize("window", [1, 2])
 async def test_a_resend_resolved_after_it_left_the_window_goes_on_after_it(
-    api: Api, proxy: Proxy, window: int
+    api: Api, proxy: Proxy, window: int, how: str
 ) -> None:
     """The resolution refuses it as older than the window (it was written, its offsets
-    forgotten): the producer goes on with the batch after it."""
+    forgotten): the producer goes on with the batch after it. Resolved before the next
+    send, ``last_resolution`` carries that refusal, never "did not land"."""
     client = api.client(proxy.url_for(api.url))
     topic = client.topic("t", partitions=1, dedup_window=window)
     saved = await _job_written(topic)
     async with await topic.producer(resume=saved, lease_ttl=LEASE_TTL) as p:
         await _resend_lost(p, proxy)
-        with pytest.raises(fencing.DuplicateSequence) as refused:
-            await p.resolve(0)
-        assert refused.value.reason == "older-than-window"
+        if how == "explicit":
+            with pytest.raises(fencing.DuplicateSequence) as refused:
+                await p.resolve(0)
+            assert p.last_resolution == (0, refused.value)
         answers = await _resent_after(p, 1)
+        partition, refusal = p.last_resolution
+        assert partition == 0 and isinstance(refusal, fencing.DuplicateSequence)
+        assert (refusal.reason, refusal.first_sequence) == ("older-than-window", 0)
     assert answers == _expected(window)
     assert [r.value for r in await records_of_async(topic)] == ROWS
 

@@ -3,8 +3,9 @@
 Each seed drives real producers (fresh, named, resumed from any saved state) through a
 fault proxy against a real server, and checks every answer and the log against a model
 after every step (:mod:`tests.support.retries_explorer`): every row appended exactly
-once, resends answered with their original offsets (or refused as older than the window),
-no gaps, and ``fencing.verify`` at the end.
+once (or again only once its message id left a small id window), resends answered with
+their original offsets (or refused as older than the window), resends by message id with
+no saved state answered as the originals, no gaps, and ``fencing.verify`` at the end.
 
 CI runs seeds from 0 on for :data:`BUDGET` seconds; ``FENCING_SOAK=1`` runs the soak for
 ``FENCING_EXPLORER_SECONDS`` (1,800 by default) from ``FENCING_EXPLORER_FIRST_SEED``.

@@ -15,13 +15,15 @@ import fencing
 from fencing import Client
 from fencing._protocol.producer import decode_pid_state
 from fencing._settings import FencingSettings, load_settings
+from fencing.faults import Proxy
 from tests.support.internals import metadata_of
 
 from ..conftest import ServerInfo
-from ..support.clock import server_ms
+from ..support.clock import server_ms, wait_server_past
 from ..support.keys import snapshot
 from ..support.logs import values_of
 from ..support.polling import wait_until
+from ..support.wire import APPEND
 
 
 def test_expiry_cleanup_never_removes_a_live_producer_state(
@@ -152,3 +154,65 @@ def test_a_fenced_incarnation_whose_state_expired_never_starts_afresh(
         first.send(b"zombie")  # fenced for good, without asking the server again
     expected = [b"a", b"b", b"c"] if how == "removed" else [b"a", b"b", b"newcomer", b"c"]
     assert values_of(topic) == expected
+
+
+def test_a_resumed_expired_state_keeps_its_duplicate_window(
+    pclient: Client, proxy: Proxy, raw: redis.Redis
+) -> None:
+    """Resuming a state that expired but is still stored carries it on, window and all (the
+    expiry cleanup of that open leaves it alone): its resends are answered with their
+    original offsets, and a new batch whose every reply is lost is resolved as landed."""
+    topic = pclient.topic("t", partitions=1, producer_state_ttl=1, dedup_window=5)
+    first = topic.producer(lease_ttl=2)
+    saved = first.state
+    batches = [[b"a"], [b"b", b"c"]]
+    for batch in batches:
+        first.send_batch(batch, partition=0)
+    pk = metadata_of(topic).partition_keys(0)
+    pid = str(first.producer_id)
+    written = decode_pid_state(raw.hget(pk.pids, pid)).last_write_ms  # type: ignore[arg-type]
+    wait_server_past(raw, written + 1_100)
+
+    resumed = topic.producer(resume=saved, lease_ttl=2)
+    resent = [resumed.send_batch(batch, partition=0) for batch in batches]
+    assert [[(md.offset, md.duplicate) for md in mds] for mds in resent] == [
+        [(0, True)],
+        [(1, True), (2, True)],
+    ]
+    assert raw.zscore(pk.pid_expiry, pid) is not None  # still indexed: it can expire again
+    with proxy.drop_replies(APPEND, count=None), pytest.raises(fencing.OutcomeUnknown):
+        resumed.send_batch([b"d"], partition=0)
+    assert [md.offset for md in resumed.send_batch([b"e"], partition=0)] == [4]
+    landed = resumed.last_resolution
+    assert landed is not None and landed[0] == 0
+    assert [md.offset for md in landed[1]] == [3]  # type: ignore[union-attr]
+    assert values_of(topic) == [b"a", b"b", b"c", b"d", b"e"]
+    first.close()
+    resumed.close()
+
+
+def test_resuming_a_state_saved_before_its_pid_started_anew_is_unknown_producer_id(
+    client: Client, raw: redis.Redis
+) -> None:
+    """A named producer's state expires and is removed; reopening the name starts the PID's
+    sequences anew. A state saved before stands past that new state's sequences: it was
+    saved against the state that expired, so resuming it is UnknownProducerId, writing
+    nothing (never a producer whose every resend is out of order)."""
+    topic = client.topic("t", partitions=1, producer_state_ttl=1)
+    first = topic.producer(name="copier", lease_ttl=30)
+    for v in (b"a", b"b", b"c"):
+        first.send(v, partition=0)
+    saved = first.state
+    pk = metadata_of(topic).partition_keys(0)
+    pid = str(first.producer_id)
+    written = decode_pid_state(raw.hget(pk.pids, pid)).last_write_ms  # type: ignore[arg-type]
+    wait_server_past(raw, written + 1_100)
+    topic.producer().send(b"newcomer", partition=0)  # a registration runs the cleanup
+    assert not raw.hexists(pk.pids, pid)
+    again = topic.producer(name="copier", lease_ttl=30)
+    assert again.producer_id == first.producer_id
+    again.send(b"d", partition=0)  # the PID's sequences start anew
+    with pytest.raises(fencing.UnknownProducerId):
+        topic.producer(resume=saved, name="copier", lease_ttl=30)
+    again.send(b"e", partition=0)  # not fenced: the refused open wrote nothing
+    assert values_of(topic) == [b"a", b"b", b"c", b"newcomer", b"d", b"e"]

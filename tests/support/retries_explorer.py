@@ -33,11 +33,12 @@ import redis
 
 import fencing
 from fencing import AccessMode
-from fencing.faults import Proxy, Rule
+from fencing.faults import Proxy
 from fencing.verify import Attempt, verify_log
 
 from .clock import server_ms, wait_server_past
 from .logs import records_of
+from .retries_faults import RESOLVE_FAULTS, SEND_FAULTS, arm, pick
 from .retries_model import Batch, Finding, Job, Model, Saved
 from .wire import APPEND, RESOLVE
 
@@ -50,10 +51,10 @@ STEPS = 70
 LEASE_TTL = 1.0
 #: Most jobs alive in one run.
 MAX_JOBS = 3
-#: Step kinds and their weights. Sending with application message ids
-#: (``send(..., message_id=...)``, ``DuplicateMessageId``) goes here as one more kind, with
-#: its expectations in the model: a resend by id, from any process, answered as the
-#: original (then also after ``recover``, where sequences cannot help).
+#: Step kinds and their weights. ``resend-by-id``: a job whose rows carry their input
+#: position as message id starts over with no saved state and resends every row it made,
+#: with the same ids: what the id window knows is answered as the original, never written
+#: twice (sequences cannot help there: a fresh PID).
 STEP_WEIGHTS = {
     "send": 46,
     "resolve": 8,
@@ -63,19 +64,8 @@ STEP_WEIGHTS = {
     "zombie": 4,
     "idle": 2,
     "new-job": 3,
+    "resend-by-id": 4,
 }
-#: Faults of a send, by the requests they hit (never by time), and their weights.
-SEND_FAULTS = {
-    "none": 50,
-    "reply-lost-once": 10,
-    "replies-lost": 14,
-    "request-lost-once": 5,
-    "requests-lost": 7,
-    "reply-delayed": 3,
-    "reset": 5,
-    "refused-once": 6,
-}
-RESOLVE_FAULTS = {"none": 2, "reply-lost-once": 1}
 
 
 @dataclass
@@ -97,33 +87,6 @@ class Run:
 
     def note(self, text: str) -> None:
         self.steps[-1] += f" -> {text}"
-
-
-def _pick(rng: random.Random, weights: dict[str, int]) -> str:
-    return rng.choices(list(weights), weights=list(weights.values()))[0]
-
-
-def _arm(proxy: Proxy, fault: str, script: bytes) -> list[Rule]:
-    """Arm ``fault`` on calls of ``script``: the rules to remove after the step."""
-    if fault == "reply-lost-once":
-        return [proxy.drop_replies(script, count=1)]
-    if fault == "replies-lost":
-        return [proxy.drop_replies(script, count=None)]
-    if fault == "request-lost-once":
-        return [proxy.drop_requests(script, count=1)]
-    if fault == "requests-lost":
-        return [proxy.drop_requests(script, count=None)]
-    if fault == "reply-delayed":
-        return [proxy.drop_replies(script, count=1, close=False)]
-    if fault == "reset":
-        proxy.sever()
-        return []
-    if fault == "refused-once":
-        rule = proxy.refuse_connections(count=1)
-        proxy.sever()
-        return [rule]
-    assert fault == "none", fault
-    return []
 
 
 def _log(run: Run) -> dict[bytes, int]:
@@ -172,14 +135,14 @@ def _send(run: Run, job: Job) -> None:
         due = due[1:]
     batch = due[0] if due else job.take_new(run.rng.randint(1, 3))
     kind = "resend" if due else "new"
-    fault = _pick(run.rng, SEND_FAULTS)
+    fault = pick(run.rng, SEND_FAULTS)
     pending, was = job.pending, _pending_of(p)
     before = p.last_resolution
     run.steps[-1] += f" {kind} {batch.rows[0].decode()}+{len(batch.rows)} fault={fault}"
-    rules = _arm(run.proxy, fault, APPEND)
+    rules = arm(run.proxy, fault, APPEND)
     batch.sent_at = time.monotonic()
     try:
-        answer: Any = p.send_batch(list(batch.rows), partition=0)
+        answer: Any = p.send_batch(job.records(batch.rows), partition=0)
     except fencing.FencingError as exc:
         answer = exc
     finally:
@@ -191,7 +154,11 @@ def _send(run: Run, job: Job) -> None:
         resolution = p.last_resolution
         if resolution is before:
             raise Finding("a pending batch was settled without last_resolution saying how")
-        _settle(run, job, pending, resolution[1], None)
+        result = resolution[1]
+        if isinstance(result, fencing.DuplicateSequence):
+            _settle(run, job, pending, None, result)  # written before: never "did not land"
+        else:
+            _settle(run, job, pending, result, None)
     elif pending is not None and isinstance(answer, fencing.FencingError):
         # Settling it failed (unreachable, its state expired...): nothing else was sent.
         run.note("the pending batch was not settled")
@@ -245,9 +212,9 @@ def _settle(
 
 def _resolve(run: Run, job: Job) -> None:
     p, batch = job.producer, job.pending
-    fault = _pick(run.rng, RESOLVE_FAULTS)
+    fault = pick(run.rng, RESOLVE_FAULTS)
     run.steps[-1] += f" fault={fault}"
-    rules = _arm(run.proxy, fault, RESOLVE)
+    rules = arm(run.proxy, fault, RESOLVE)
     try:
         answer: Any = p.resolve(0)
     except fencing.FencingError as exc:
@@ -286,7 +253,7 @@ def _restart(run: Run, job: Job) -> None:
     try:
         p = _open(run, job, **options)
     except fencing.UnknownProducerId as exc:
-        if saved is None or not model.may_have_expired(saved.state.producer_id):
+        if saved is None or not model.outlived(saved):
             raise Finding(f"restart raised {exc!r}") from exc
         run.note("expired: from the log")
         model.recovered(job, _log(run))
@@ -324,6 +291,37 @@ def _zombie(run: Run) -> None:
     run.model.attempts.append(Attempt(value, 0, "fenced"))
 
 
+def _resend_by_id(run: Run, job: Job) -> None:
+    """The job starts over with no saved state (a fresh, unnamed producer) and resends every
+    row it made with their ids, in batches of 1-3: each answer checked against the ids the
+    partition knows just then (see Model.resent_by_id)."""
+    model = run.model
+    if job.producer is not None:
+        _drop(run, job)
+    model.recovered(job, _log(run))
+    job.producer = p = _open(run, job)
+    model.adopt(job, p.producer_id)
+    rows = [b"j%d-r%04d" % (job.number, i) for i in range(job.made)]
+    batches: list[tuple[bytes, ...]] = []
+    while rows:
+        n = run.rng.randint(1, 3)
+        batches.append(tuple(rows[:n]))
+        del rows[:n]
+    while batches:
+        batch = batches.pop(0)
+        records = records_of(run.direct)
+        known, log = model.known_ids(records), model.check_log(records)
+        try:
+            answer: Any = p.send_batch(job.records(batch), partition=0)
+        except fencing.FencingError as exc:
+            answer = exc
+        rest = model.resent_by_id(batch, known, log, answer)
+        if rest:  # refused whole: the rows it named are known, the others go again
+            batches[:0] = [tuple(batch[i] for i in rest), tuple(b for b in batch if b in known)]
+    job.todo.clear()
+    run.note(f"pid {p.producer_id}: {job.made} rows resent, {len(model.copies)} rows copied")
+
+
 def _idle(run: Run) -> None:
     """Wait (by server time) past the producer-state expiry."""
     wait_server_past(run.raw, server_ms(run.raw) + round(run.model.expiry * 1000))
@@ -351,17 +349,24 @@ def _step(run: Run) -> None:
         weights["new-job"] = 0
     if model.expiry > 5:
         weights["idle"] = 0
-    kind = _pick(rng, weights)
+    if not any(j.ids and j.made for j in model.jobs):
+        weights["resend-by-id"] = 0
+    kind = pick(rng, weights)
     run.steps.append(kind)
     if kind == "new-job":
-        job = model.new_job(named=rng.random() < 0.5)
+        job = model.new_job(named=rng.random() < 0.5, ids=rng.random() < 0.5)
         run.note(f"job {job.number}" + (f" named {job.name}" if job.name else ""))
+        run.note("with ids" if job.ids else "without ids")
         job.producer = _open(run, job, **({"name": job.name} if job.name else {}))
         model.adopt(job, job.producer.producer_id)
     elif kind == "idle":
         _idle(run)
     elif kind == "zombie":
         _zombie(run)
+    elif kind == "resend-by-id":
+        job = rng.choice([j for j in model.jobs if j.ids and j.made])
+        run.steps[-1] += f" job {job.number}"
+        _resend_by_id(run, job)
     elif kind == "restart":
         job = rng.choice([j for j in model.jobs if j.producer is None])
         run.steps[-1] += f" job {job.number}"
@@ -402,7 +407,7 @@ def _finish(run: Run) -> None:
             due = model.resends(job)
             batch = due[0] if due else job.take_new(len(job.todo))
             try:
-                answer: Any = job.producer.send_batch(list(batch.rows), partition=0)
+                answer: Any = job.producer.send_batch(job.records(batch.rows), partition=0)
             except fencing.FencingError as exc:
                 answer = exc
             _answered(run, job, batch, answer)
@@ -420,18 +425,27 @@ def run_seed(seed: int, server_url: str, namespace: str, steps: int = STEPS) -> 
     window = rng.choice([1, 2, 3, 5, 5, 8])
     expiry = rng.choice([1.0, 1.0, 7 * 24 * 3600.0])
     mode = rng.choice([AccessMode.SHARED, AccessMode.SHARED, AccessMode.EXCLUSIVE_WITH_FENCING])
+    id_window = rng.choice([10_000, 10_000, 3, 6])
     port = int(server_url.rsplit(":", 1)[1].split("/", maxsplit=1)[0])
-    header = f"seed {seed}: window {window}, expiry {expiry:g} s, {mode.value}"
+    header = (
+        f"seed {seed}: window {window}, expiry {expiry:g} s, {mode.value}, id window {id_window}"
+    )
     with Proxy(port) as proxy, redis.Redis.from_url(server_url) as raw:
         client = fencing.Client.from_url(proxy.url_for(server_url), namespace=namespace)
         direct = fencing.Client.from_url(server_url, namespace=namespace)
         name = f"x{seed}"
-        topic = client.topic(name, partitions=1, dedup_window=window, producer_state_ttl=expiry)
+        topic = client.topic(
+            name,
+            partitions=1,
+            dedup_window=window,
+            producer_state_ttl=expiry,
+            message_id_window=id_window,
+        )
         topic.offsets(0)  # created now, before any fault
         run = Run(
             seed,
             rng,
-            Model(window=window, expiry=expiry),
+            Model(window=window, expiry=expiry, id_window=id_window),
             proxy,
             topic,
             direct.topic(name),
@@ -445,11 +459,15 @@ def run_seed(seed: int, server_url: str, namespace: str, steps: int = STEPS) -> 
             for _ in range(steps):
                 _step(run)
             _finish(run)
+            # Rows written again once their id had left the window are checked by the
+            # model; for verify they are values that may repeat.
+            copied = run.model.copies
             report = verify_log(
                 direct,
                 name,
-                attempts=run.model.attempts,
-                exclusive=mode is not AccessMode.SHARED and not run.model.fresh_pids,
+                attempts=[a for a in run.model.attempts if a.value not in copied],
+                exclusive=mode is not AccessMode.SHARED,
+                unique_values=not copied,
             )
             if not report.ok:
                 raise Finding(report.summary())

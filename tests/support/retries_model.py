@@ -7,7 +7,10 @@ sequence order (``Lineage.landed``): a producer resumed from a saved state resen
 after the state's cursor with the same boundaries, and each resend must be answered with
 its original offsets while it is among the PID's last ``window`` batches, else refused as
 older than the window; it is never written again. Rows whose batch did not land go back to
-the job's ``todo`` and are sent again as new rows.
+the job's ``todo`` and are sent again as new rows. A job may send its rows with their input
+position as message id; starting over with no saved state it resends them all, and each id
+the partition still knows (the last ``id_window`` appended) is answered as its original: a
+row is in the log twice only if its id had left that window when it was resent.
 
 >>> model = Model(window=3, expiry=1.0)
 >>> job = model.new_job(named=True)
@@ -80,6 +83,14 @@ class Job:
     #: Resumed from a state its PID may have outlived (expired, then started anew): its
     #: resends may be refused for any reason, as long as none is written again.
     loose: bool = False
+    #: Its rows carry their input position as application message id.
+    ids: bool = False
+
+    def records(self, rows: tuple[bytes, ...]) -> list[Any]:
+        """What the job sends for ``rows``: with their ids when it has them."""
+        if not self.ids:
+            return list(rows)
+        return [fencing.Record(row, message_id=row.decode()) for row in rows]
 
     def take_new(self, n: int) -> Batch:
         """The next ``n`` rows not written yet (rows that did not land come first)."""
@@ -92,9 +103,14 @@ class Job:
 class Model:
     """What every answer and the log must be (see the module doc)."""
 
-    def __init__(self, *, window: int, expiry: float) -> None:
+    def __init__(self, *, window: int, expiry: float, id_window: int = 10_000) -> None:
         self.window = window
         self.expiry = expiry
+        #: How many message ids the partition keeps (the last appended).
+        self.id_window = id_window
+        #: Rows written again because their id had left the id window when resent: the
+        #: offsets of those later copies (the only rows allowed in the log twice).
+        self.copies: dict[bytes, list[int]] = {}
         self.jobs: list[Job] = []
         self.lineages: dict[int, Lineage] = {}
         #: Where each row landed, once known.
@@ -103,16 +119,12 @@ class Model:
         self.attempts: list[Attempt] = []
         #: Values a fenced producer tried to write: never in the log.
         self.fenced_values: list[bytes] = []
-        #: Fresh PIDs producers took by themselves (their state expired while idle): the
-        #: same writer then writes one epoch under two PIDs, which fencing.verify's G1
-        #: check counts as two writers.
-        self.fresh_pids = 0
 
     # -- jobs and lineages ----------------------------------------------------------------
 
-    def new_job(self, *, named: bool) -> Job:
+    def new_job(self, *, named: bool, ids: bool = False) -> Job:
         number = len(self.jobs)
-        job = Job(number, f"job{number}" if named else None)
+        job = Job(number, f"job{number}" if named else None, ids=ids)
         self.jobs.append(job)
         return job
 
@@ -142,6 +154,14 @@ class Model:
             return False
         return len(lineage.landed) - batch.index <= self.window
 
+    def outlived(self, saved: Saved) -> bool:
+        """Whether the state ``saved`` was saved against may be gone: expired, or expired
+        and started anew by a batch written after the save (resuming it is then refused)."""
+        pid = saved.state.producer_id
+        return self.may_have_expired(pid) or any(
+            k >= saved.cursor for k in self.lineage(pid).restarts
+        )
+
     def may_have_expired(self, pid: int | None) -> bool:
         """Whether the PID's state may have expired (its last write half the expiry ago)."""
         if pid is None:
@@ -155,6 +175,8 @@ class Model:
         producer's PID may be a fresh one, its state having expired while idle); a resend
         must be answered with its original offsets."""
         self._acked(batch, mds)
+        if batch.index is None and any(md.duplicate for md in mds):
+            raise Finding(f"new batch {_show(batch)} answered as a duplicate of {mds}")
         self._landed(job, batch, [m.offset for m in mds])
 
     def _landed(self, job: Job, batch: Batch, offsets: list[int]) -> None:
@@ -176,7 +198,6 @@ class Model:
                     "resends still due: the producer skipped sequences"
                 )
             self.adopt(job, pid)  # a fresh PID (the old one's state expired while idle)
-            self.fresh_pids += 1
         lineage = self.lineage(pid)
         batch.offsets, batch.index = offsets, len(lineage.landed)
         if batch.sent_at - lineage.last_write >= self.expiry / 2:
@@ -241,6 +262,47 @@ class Model:
         job.pid = None
         job.cursor = 0
 
+    # -- message ids ----------------------------------------------------------------------
+
+    def known_ids(self, records: list[fencing.Record]) -> dict[bytes, int]:
+        """The rows whose id the partition still knows (among the last ``id_window``
+        records appended with an id) and the offset of their latest copy."""
+        with_ids = [r for r in records if r.message_id is not None]
+        return {r.value: r.offset for r in with_ids[max(0, len(with_ids) - self.id_window) :]}
+
+    def resent_by_id(
+        self, rows: tuple[bytes, ...], known: dict[bytes, int], log: dict[bytes, int], answer: Any
+    ) -> list[int]:
+        """Check the answer to ``rows`` resent with their ids by a producer with no state:
+        every known id answered with its latest copy's offset (``duplicate`` set), a call
+        with some known refused whole (DuplicateMessageId naming exactly those), none known
+        written once more - a row already in the log only if its id had left the window.
+        Returns the indexes of the rows the call did not settle (to send again)."""
+        at = [i for i, row in enumerate(rows) if row in known]
+        if isinstance(answer, fencing.DuplicateMessageId):
+            if not at or len(at) == len(rows) or sorted(answer.known) != at:
+                raise Finding(f"DuplicateMessageId naming {sorted(answer.known)}, known {at}")
+            if any(answer.known[i].offset != known[rows[i]] for i in at):
+                raise Finding(f"DuplicateMessageId with other offsets than {known}")
+            return [i for i in range(len(rows)) if i not in at]
+        if not isinstance(answer, list):
+            raise Finding(f"a resend by id answered {answer!r}")
+        got = [(md.offset, md.duplicate) for md in answer]
+        if len(at) == len(rows):
+            if got != [(known[row], True) for row in rows]:
+                raise Finding(f"resend by id of {rows} answered {got}, known at {known}")
+            return []
+        first = got[0][0]
+        if at or got != [(first + i, False) for i in range(len(rows))]:
+            raise Finding(f"resend by id of {rows} ({at} known) answered {got}")
+        for row, md in zip(rows, answer, strict=True):
+            if row in log:  # its id had left the window: written again, as allowed
+                self.copies.setdefault(row, []).append(md.offset)
+            else:
+                self.placed[row] = md.offset
+                self.attempts.append(Attempt(row, 0, "acked", md.offset, md.epoch))
+        return []
+
     # -- the log --------------------------------------------------------------------------
 
     def check_log(self, records: list[fencing.Record]) -> dict[bytes, int]:
@@ -250,13 +312,19 @@ class Model:
         if offsets != list(range(len(records))):
             raise Finding(f"log offsets are not 0..{len(records) - 1}: {offsets[:20]}...")
         counts = Counter(r.value for r in records)
-        twice = sorted(v for v, n in counts.items() if n > 1)
+        twice = sorted(v for v, n in counts.items() if n > 1 + len(self.copies.get(v, ())))
         if twice:
             raise Finding(
                 f"{len(twice)} rows written more than once, first {twice[:6]} "
                 f"({len(records)} records for {len(counts)} rows)"
             )
-        log = {r.value: r.offset for r in records if r.offset is not None}
+        log: dict[bytes, int] = {}
+        for r in records:
+            assert r.offset is not None
+            log.setdefault(r.value, r.offset)  # (its first copy: a row's original)
+        for row, later in self.copies.items():
+            if any(records[k].value != row for k in later):
+                raise Finding(f"row {row!r} written again at {later}: the log differs")
         for row, offset in self.placed.items():
             if log.get(row) != offset:
                 raise Finding(f"row {row!r} acked at offset {offset}, log has {log.get(row)}")
