@@ -286,7 +286,7 @@ if first_s ~= nil then
   if new_state then
     -- A new registration removes a few expired states of other producers (a write, so
     -- only now that every check passed), and the window of this PID's own expired state.
-    drop_expired(pids, pid_expiry, win, now, (v[5] or DEFAULT_PID_EXPIRY_MS) + 0, window)
+    drop_expired(pids, pid_expiry, win, names, now, (v[5] or DEFAULT_PID_EXPIRY_MS) + 0, window)
     if raw ~= nil then
       drop_window(win, producer, b, window)
     end

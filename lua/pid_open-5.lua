@@ -28,8 +28,9 @@
 
   Returns {pid, generation, next_sequence, written_next}: a name already known keeps its
     PID; the next sequence is the saved one when resuming, else the one after the server's
-    last; written_next is the one after the server's last (0 if none): a batch below it
-    may be a resend, one at or above it was never sent by an older incarnation.
+    last (of its state, or of a state that expired and was removed: last_sequence);
+    written_next is the one after the server's last (0 if none): a batch below it may be a
+    resend, one at or above it was never sent by an older incarnation.
   Errors: PRODUCER_FENCED (reason 'incarnation': an opener with a higher ticket opened this
     partition already), UNKNOWN_PRODUCER_ID (resume= names state that expired: gone, or
     replaced by one that started the PID's sequences anew, behind the saved next sequence),
@@ -131,18 +132,24 @@ if state ~= nil and next_arg ~= nil and next_arg > state.s + 1 then
 end
 -- Every check passed: the writes start here. The PID's own state, expired or not, is not
 -- the cleanup's: it carries on below with its window.
-drop_expired(pids, pid_expiry, win, now, expiry_ms, window, pid)
-local next_seq
+drop_expired(pids, pid_expiry, win, names, now, expiry_ms, window, pid)
+local next_seq, written_next
 if state ~= nil then
   gen = math.max(gen, state.g) + 1
   state.g = gen
   state.o = session
   next_seq = state.s + 1
+  written_next = next_seq
   save_pid(pids, pid_expiry, pid, state, now)
 else
+  -- A PID whose state expired and was removed goes on after the last sequence it wrote
+  -- (a name reopened since): its sequences are never written twice, so a resend from a
+  -- state saved before is refused as written before, never taken for new records.
+  local last = last_sequence(names, pid)
   gen = gen + 1
-  next_seq = 0
-  replace_pid(pids, pid_expiry, win, pid, new_pid_state(gen, -1, session), now, window)
+  next_seq = last + 1
+  written_next = next_seq
+  replace_pid(pids, pid_expiry, win, pid, new_pid_state(gen, last, session), now, window)
 end
 if next_arg ~= nil then
   next_seq = next_arg
@@ -154,4 +161,4 @@ set_pid_fence(names, pid, gen)
 if ticket_key ~= '' then
   redis.call('HSET', names, '!' .. ticket_key, ticket)
 end
-return {pid, gen, next_seq, state ~= nil and state.s + 1 or 0}
+return {pid, gen, next_seq, written_next}

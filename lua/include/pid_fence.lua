@@ -9,6 +9,8 @@
   never clash with one):
     <name>         "<pid> <generation>" of the newest incarnation of a named producer
     #<pid>         the PID's fence (pid_fence)
+    ^<pid>         the PID's last sequence when its state was removed (pid_state.lua's
+                   last_sequence)
     !<ticket key>  the highest ticket an opener of that key presented here (pid_open-5.lua)
 ]]
 --- @include "common"

@@ -155,6 +155,14 @@ local function save_batch(pids, expiry, win, pid, now, g, o, x, b, window, first
   redis.call('HSET', pids, pid, string.format('%d %d %d %d %s;%d', g, last, now, x, o, b + 1))
 end
 
+-- The last sequence a PID wrote on this partition before its state expired and was
+-- removed (drop_expired), -1 if none: a new state of the PID goes on after it. Kept in the
+-- names hash under '^<pid>' (names cannot start with '^') for the topic's life, as the
+-- PID's fence is.
+local function last_sequence(names, pid)
+  return tonumber(redis.call('HGET', names, '^' .. pid) or '-1')
+end
+
 -- A new state for a PID replaces whatever is stored for it: the window of a stored one
 -- (expired, or of another generation) is removed first, so no stale slot outlives it.
 local function replace_pid(pids, expiry, win, pid, state, now, window)
@@ -173,7 +181,9 @@ end
 -- now, so it does not hold up the expiry of others. The state of ``keep`` (the PID the
 -- caller is carrying on, expired or not; nil for none) is left as it is: its caller
 -- rewrites it, and its window, which still answers resends of what it wrote, with it.
-local function drop_expired(pids, expiry, win, now, expiry_ms, window, keep)
+-- A removed state leaves its last sequence in the names hash (last_sequence): a PID's
+-- sequences are never written twice, also by a name reopened after its state went.
+local function drop_expired(pids, expiry, win, names, now, expiry_ms, window, keep)
   local candidates = redis.call('ZRANGEBYSCORE', expiry, '-inf', now - expiry_ms, 'LIMIT', 0,
     MAX_EXPIRE)
   for _, pid in ipairs(candidates) do
@@ -186,6 +196,7 @@ local function drop_expired(pids, expiry, win, now, expiry_ms, window, keep)
     elseif pid ~= keep then
       if state then
         drop_window(win, pid, state.b, window)
+        redis.call('HSET', names, '^' .. pid, string.format('%d', state.s))
       end
       redis.call('HDEL', pids, pid)
       redis.call('ZREM', expiry, pid)

@@ -191,18 +191,18 @@ def test_a_resumed_expired_state_keeps_its_duplicate_window(
     resumed.close()
 
 
-def test_resuming_a_state_saved_before_its_pid_started_anew_is_unknown_producer_id(
+def test_a_name_reopened_after_its_state_was_removed_goes_on_after_its_last_sequence(
     client: Client, raw: redis.Redis
 ) -> None:
-    """A named producer's state expires and is removed; reopening the name starts the PID's
-    sequences anew. A state saved before stands past that new state's sequences: it was
-    saved against the state that expired, so resuming it is UnknownProducerId, writing
-    nothing (never a producer whose every resend is out of order)."""
-    topic = client.topic("t", partitions=1, producer_state_ttl=1)
+    """A named producer's state expires and is removed; reopening the name goes on after
+    the PID's last sequence on the partition, never at 0 (a PID's sequences are never
+    written twice). A state saved before then resumes, and its resends are refused as
+    written before (older than the window), never written again."""
+    topic = client.topic("t", partitions=1, producer_state_ttl=1, dedup_window=1)
     first = topic.producer(name="copier", lease_ttl=30)
-    for v in (b"a", b"b", b"c"):
-        first.send(v, partition=0)
     saved = first.state
+    for v in (b"a", b"b", b"c"):
+        first.send_batch([v], partition=0)
     pk = metadata_of(topic).partition_keys(0)
     pid = str(first.producer_id)
     written = decode_pid_state(raw.hget(pk.pids, pid)).last_write_ms  # type: ignore[arg-type]
@@ -210,9 +210,15 @@ def test_resuming_a_state_saved_before_its_pid_started_anew_is_unknown_producer_
     topic.producer().send(b"newcomer", partition=0)  # a registration runs the cleanup
     assert not raw.hexists(pk.pids, pid)
     again = topic.producer(name="copier", lease_ttl=30)
-    assert again.producer_id == first.producer_id
-    again.send(b"d", partition=0)  # the PID's sequences start anew
-    with pytest.raises(fencing.UnknownProducerId):
-        topic.producer(resume=saved, name="copier", lease_ttl=30)
-    again.send(b"e", partition=0)  # not fenced: the refused open wrote nothing
-    assert values_of(topic) == [b"a", b"b", b"c", b"newcomer", b"d", b"e"]
+    assert (again.producer_id, again.state.next_sequence(0)) == (first.producer_id, 3)
+    assert again.send_batch([b"d"], partition=0)[0].offset == 4
+    resumed = topic.producer(resume=saved, name="copier", lease_ttl=30)
+    for v in (b"a", b"b", b"c"):
+        with pytest.raises(fencing.DuplicateSequence) as info:
+            resumed.send_batch([v], partition=0)
+        assert info.value.reason == "older-than-window"
+    with pytest.raises(fencing.ProducerFenced):  # the resumed incarnation took over
+        again.send(b"late", partition=0)
+    assert values_of(topic) == [b"a", b"b", b"c", b"newcomer", b"d"]
+    for p in (first, again, resumed):
+        p.close()
