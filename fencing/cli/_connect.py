@@ -17,6 +17,7 @@ import redis.exceptions
 
 from .. import _inspection as insp
 from .._keys import Keys
+from .._protocol.refusals import AUTH_ERRORS, auth_refusal
 from .._sync.client import Client
 from .._urls import redact
 from ..embedded import EmbeddedServer
@@ -71,6 +72,8 @@ def connect(args: argparse.Namespace, *, read_only: bool) -> Iterator[Conn]:
         r = raw_redis(client, TIMEOUT)
         try:
             r.ping()
+        except AUTH_ERRORS as exc:
+            raise auth_refusal(exc) from exc
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(
                 f"cannot reach Redis at {where}: {exc} (is it running? check --url or "
