@@ -120,9 +120,12 @@ if mode == 'wait' and my_wgen ~= '' and tonumber(my_wgen) < row.wgen then
 end
 
 local now = now_ms()
--- A retry of a call that already made this session the holder: same epoch, lease extended.
+-- A retry of a call that already made this session the holder (or a waiter an operator's
+-- release handed the partition to, producer_evict): same epoch, lease extended.
 if mode ~= 'shared' and row.mode == 'x' and row.session == session then
   row.expires = now + ttl_ms
+  row.label = label
+  row.pname = named == '1' and label or ''
   save_producer_row(row_key, row)
   return {'granted', row.token, row.expires, row.inc, row.wgen}
 end

@@ -243,3 +243,23 @@ async def _user(r: Any, pk: PartitionKeys, key: str, now: int) -> str | None:
         if begun is not None and int(begun) > int(done if done is not None else -1):
             return f"Spark sink app {key[len(sink) :]!r} has a batch begun on {where}"
     return None
+
+
+async def release_producers(
+    context: Context, name: object, incarnations: dict[int, str], *, evict_waiters: bool
+) -> dict[int, protocol.admin.Evicted]:
+    """An operator's release of a topic's producers, partition by partition in ascending
+    order: the exclusive holder and the shared producers are severed with epoch + 1, and
+    the first live WAIT_FOR_EXCLUSIVE waiter holds the partition at that epoch (it is
+    woken); with ``evict_waiters`` the waiters are fenced too and the partition is left
+    free. ``incarnations`` names the partitions and the incarnation each was seen with (a
+    partition recreated since raises :class:`~fencing.StateLost`, changing nothing)."""
+    topic = validate_name("topic", name)
+    driver = context.driver(context.settings.socket_timeout)
+    budget = context.budget_default()
+    done: dict[int, protocol.admin.Evicted] = {}
+    for p in sorted(incarnations):
+        pk = context.keys.partition(topic, p)
+        call = protocol.admin.producer_evict(pk, incarnations[p], evict_waiters=evict_waiters)
+        done[p] = await driver.execute(call, budget)
+    return done

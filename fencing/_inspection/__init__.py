@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from .elections import Candidate, ElectionStatus, elections
 from .groups import GroupPartition, GroupStatus, consumer_groups
-from .namespace import NamespaceStatus, namespace_status
+from .namespace import NamespaceStatus, namespace_status, namespaces_found
 from .ownership import OwnerRow, owners, ownership_row
 from .partitions import (
     Holder,
@@ -64,6 +64,7 @@ __all__ = [
     "consumer_groups",
     "elections",
     "namespace_status",
+    "namespaces_found",
     "owners",
     "ownership_row",
     "server_time_ms",

@@ -11,11 +11,13 @@ wrong type it skipped.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import redis
 
 from .._keys import Keys
+from .._text import text
 from .elections import ElectionStatus, elections
 from .groups import GroupStatus, consumer_rows, topic_groups
 from .reading import SkippedKey, server_time_ms
@@ -57,3 +59,23 @@ def namespace_status(r: redis.Redis, keys: Keys) -> NamespaceStatus:
     groups.sort(key=lambda g: (g.group, g.topic))
     found = elections(r, keys, skipped=skipped)
     return NamespaceStatus(keys.namespace, now, metas, found, groups, skipped)
+
+
+#: A key redis-fencing writes: ``<namespace>:{<tag>}:...``.
+_LIBRARY_KEY = re.compile(r"([A-Za-z0-9._-]{1,200}):\{[^}]*\}:")
+#: At most this many keys are looked at to find the namespaces on a server.
+NAMESPACE_SCAN_LIMIT = 10_000
+
+
+def namespaces_found(r: redis.Redis, *, limit: int = NAMESPACE_SCAN_LIMIT) -> list[str]:
+    """The namespaces that have redis-fencing keys on the server, sorted, from a SCAN of at
+    most ``limit`` matching keys (a listing for people: a namespace may be missed on a
+    server with more keys than that)."""
+    found: set[str] = set()
+    for seen, raw in enumerate(r.scan_iter(match="*:{*}:*", count=1000)):
+        if seen >= limit:
+            break
+        match = _LIBRARY_KEY.match(text(raw))
+        if match is not None:
+            found.add(match.group(1))
+    return sorted(found)

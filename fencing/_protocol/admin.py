@@ -1,14 +1,17 @@
-"""Script calls of deleting a topic, step by step: on its metadata and on each partition
-(the steps are run by :mod:`fencing._async.admin`). No I/O."""
+"""Script calls of the operator's writes, run by :mod:`fencing._async.admin`: deleting a
+topic step by step (on its metadata and on each partition), and releasing a partition's
+producers to its queue. No I/O."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .._keys import PartitionKeys
 from .._lua_loader import script
 from .._text import text
 from .base import ScriptCall
+from .producer import producer_errors
 from .topic import partition_errors, topic_errors
 
 
@@ -63,4 +66,41 @@ def partition_delete(
         args=(topic_incarnation, step, keep),
         parse=lambda reply: int(reply) == 1,
         error=partition_errors(pk),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Evicted:
+    """What an operator's release of a partition's producers did (``producer_evict``): the
+    epoch before and after, the exclusive holder severed (``""`` if none) and its label,
+    the waiter that now holds the partition (``""`` if none), how many shared producers and
+    live waiters were fenced."""
+
+    old_epoch: int
+    new_epoch: int
+    severed: str
+    severed_label: str
+    next_holder: str
+    shared_fenced: int
+    waiters_fenced: int
+
+
+def producer_evict(
+    pk: PartitionKeys, partition_incarnation: str, *, evict_waiters: bool
+) -> ScriptCall[Evicted]:
+    """Sever a partition's writers with epoch + 1 and hand it to its first live waiter (or,
+    with ``evict_waiters``, fence the waiters too and leave it free)."""
+
+    def parse(reply: Any) -> Evicted:
+        old, new, severed, label, head, shared, waiting = reply
+        return Evicted(
+            int(old), int(new), text(severed), text(label), text(head), int(shared), int(waiting)
+        )
+
+    return ScriptCall(
+        script=script("producer_evict"),
+        keys=(pk.owner, pk.shared, pk.waiters, pk.waiting_leases, pk.meta),
+        args=(partition_incarnation, pk.session_prefix, pk.released, "1" if evict_waiters else "0"),
+        parse=parse,
+        error=producer_errors(pk),
     )

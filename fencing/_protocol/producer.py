@@ -113,8 +113,9 @@ def producer_errors(pk: PartitionKeys) -> Any:
         if reply.code == "PRODUCER_FENCED":
             epoch, current = reply.int("epoch"), reply.int("current_epoch")
             why = {
-                "fenced-waiter": f"it holds epoch {epoch} but an EXCLUSIVE_WITH_FENCING "
-                "producer took over while it waited",
+                "fenced-waiter": f"the queue it waited in at epoch {epoch} was fenced while "
+                "it waited (an EXCLUSIVE_WITH_FENCING producer took over, or an operator ran "
+                "'fencing release --producer --evict-waiters')",
                 "pid-generation": f"it is incarnation {epoch} of its producer id, and "
                 f"incarnation {current} (resume= or the same name) was opened since",
                 "name": f"it is incarnation {epoch} of its name, and incarnation {current} was "

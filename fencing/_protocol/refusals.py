@@ -3,6 +3,7 @@ error for a refusal by the server itself. No I/O: shared by the sync and async d
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import redis.exceptions
@@ -50,14 +51,61 @@ def wrong_type_read(call: ReadCall[Any]) -> WrongKeyType:
     )
 
 
+#: Refusals of the credentials a client connects with: retrying cannot help.
+AUTH_ERRORS = (
+    redis.exceptions.AuthenticationError,
+    redis.exceptions.AuthenticationWrongNumberOfArgsError,
+)
+
+
+def auth_refusal(exc: BaseException) -> ConfigurationError:
+    """The typed error of a server that refused the client's credentials (never retried: a
+    wrong password stays wrong)."""
+    return ConfigurationError(
+        f"Redis refused the client's credentials ({exc}): check the user name and password "
+        "in the URL (redis://USER:PASSWORD@HOST:PORT/DB, or FENCING_REDIS_URL), and that the "
+        "user exists and is enabled (ACL SETUSER <user> on >PASSWORD ...)"
+    )
+
+
+# What a script's redis.call meets when the user may not run the command (Redis 7.0 words
+# it without the NOPERM code), and where: "... script: <sha>, on @user_script:<line>."
+_SCRIPT_NOPERM = re.compile(r"user executing the script can't run|^NOPERM", re.IGNORECASE)
+_SCRIPT_LINE = re.compile(r"@user_script:(\d+)")
+_CALLED = re.compile(r"redis\.p?call\(\s*'([A-Za-z]+)'")
+
+
+def _refused_command(message: str, source: str) -> str | None:
+    """The command a script's refused line calls, found in the script's source."""
+    line = _SCRIPT_LINE.search(message)
+    if line is None or not source:
+        return None
+    lines = source.splitlines()
+    number = int(line.group(1))
+    if not 0 < number <= len(lines):
+        return None
+    called = _CALLED.findall(lines[number - 1])
+    return called[0].lower() if len(called) == 1 else None
+
+
 def server_refusal(
-    script: str, exc: redis.exceptions.ResponseError, keys: tuple[str, ...] = ()
+    script: str, exc: redis.exceptions.ResponseError, keys: tuple[str, ...] = (), source: str = ""
 ) -> FencingError:
     """A typed error for a server refusal that no script check produced (``keys``: the
-    call's keys, whose prefix names the namespace an ACL user lacks)."""
+    call's keys, whose prefix names the namespace an ACL user lacks; ``source``: the
+    script's source, whose refused line names the command an ACL user lacks)."""
     message = str(exc)
-    if isinstance(exc, redis.exceptions.NoPermissionError) or message.startswith("NOPERM"):
-        namespace = keys[0].split(":", 1)[0] if keys else "<namespace>"
+    namespace = keys[0].split(":", 1)[0] if keys else "<namespace>"
+    if _SCRIPT_NOPERM.search(message) and "run this command" in message:
+        command = _refused_command(message, source)
+        if command is not None:
+            return ConfigurationError(
+                f"{script}: the Redis user may not run {command.upper()}, which the script "
+                f"calls ({message}). Grant it: ACL SETUSER <user> +{command} "
+                f"(fencing.acl.acl_rule({namespace!r}) lists every right a user of "
+                "redis-fencing needs)"
+            )
+    if isinstance(exc, redis.exceptions.NoPermissionError) or _SCRIPT_NOPERM.search(message):
         return ConfigurationError(
             f"{script}: the Redis user may not do this ({message}). A user of redis-fencing "
             f"needs the rights that fencing.acl.acl_rule({namespace!r}) lists: the keys and "

@@ -89,3 +89,24 @@ def refuses_sharded(exc: BaseException) -> bool:
     pub/sub for us: an unknown command (before Redis 7) or a user not allowed it. The
     notifier then subscribes with plain SUBSCRIBE, as the scripts fall back to PUBLISH."""
     return isinstance(exc, redis.exceptions.ResponseError) and not redirected(exc)
+
+
+def refused_channels(exc: BaseException) -> bool:
+    """Whether an error reply to SUBSCRIBE means the user may not listen on the channel (an
+    ACL without the namespace's channels, ``&<namespace>:*``)."""
+    return isinstance(exc, redis.exceptions.NoPermissionError) or (
+        isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("NOPERM")
+    )
+
+
+def warn_refused_channels(exc: BaseException) -> None:
+    """Say once per notifier that notifications are refused: nothing breaks, but every
+    handover then waits for a poll."""
+    log.warning(
+        "redis-fencing: the Redis user may not subscribe to the library's channels (%s). "
+        "Nothing is lost, but wake-ups fall back to polling: a waiting producer, claim or "
+        "candidate learns of a release up to a third of its lease later, and a severed "
+        "holder at its next call. Grant the namespace's channels (&<namespace>:*, as "
+        "fencing.acl.acl_rule does)",
+        exc,
+    )

@@ -27,6 +27,7 @@ import redis.exceptions
 from .. import _forks as forks
 from .._durability import Durability, fsync_refusal
 from .._keys import Keys
+from .._protocol.refusals import AUTH_ERRORS, auth_refusal
 from .._retry import TRANSIENT_ERRORS, RetryBudget
 from .._runtime.threads import cluster as runtime_cluster
 from .._runtime.threads import primitives as runtime
@@ -124,6 +125,8 @@ class Context:
                 mark = runtime.cancel_mark()
                 values = _config_values(driver_redis, "maxmemory-policy")
                 runtime.check_cancel(mark)
+            except AUTH_ERRORS as exc:
+                raise auth_refusal(exc) from exc
             except _UNREACHABLE as exc:
                 raise Unavailable(f"cannot reach Redis to check its configuration: {exc}") from exc
             except redis.exceptions.ResponseError as exc:

@@ -34,7 +34,9 @@ from .._keys import deletion_mark_of
 from .._lua_loader import LuaScript
 from .._protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
 from .._protocol.refusals import (
+    AUTH_ERRORS,
     NotDelivered,
+    auth_refusal,
     is_redirect,
     may_have_arrived,
     server_refusal,
@@ -139,6 +141,8 @@ class Driver:
         routes = self._routes
         try:
             conn = connections.checkout()  # a new connection is connected by the pool here
+        except AUTH_ERRORS as exc:
+            raise auth_refusal(exc) from exc
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             if routes is not None:
                 routes.failed(connections)  # a dead primary: the slot may have moved
@@ -147,6 +151,8 @@ class Driver:
         try:
             try:
                 connections.connect(conn)
+            except AUTH_ERRORS as exc:
+                raise auth_refusal(exc) from exc
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
                 if routes is not None:
                     routes.failed(connections)
@@ -264,7 +270,9 @@ class Driver:
             runtime.check_cancel(mark)
             error = parse_error_reply(str(exc))
             if error is None:
-                raise server_refusal(call.script.name, exc, call.keys) from exc
+                raise server_refusal(
+                    call.script.name, exc, call.keys, call.script.source
+                ) from exc
             refusal = call.error(error)
             if isinstance(refusal, StateLost) and refusal.reason in ("missing", "incarnation"):
                 refusal = self._deleted(call.keys, error.fields.get("seen", ""), refusal)
@@ -355,6 +363,8 @@ class Driver:
                     pipe.execute_command(*command)  # type: ignore[no-untyped-call, unused-ignore]
                 replies = pipe.execute()
             runtime.check_cancel(mark)
+        except AUTH_ERRORS as exc:
+            raise auth_refusal(exc) from exc
         except redis.exceptions.ResponseError as exc:
             runtime.check_cancel(mark)  # (as for a script call's refusal)
             if "WRONGTYPE" in str(exc):

@@ -30,6 +30,7 @@ from .._keys import PartitionKeys
 from .._modes import AccessMode
 from .._protocol.producer import OPEN_MODES
 from .._protocol.topic import Writer
+from .._runtime.threads import primitives as runtime
 from .._runtime.threads.notify import Subscription
 from .._telemetry import LeaseMeter, outcome_of
 from .._validate import lease_ms
@@ -50,6 +51,10 @@ log = logging.getLogger(__name__)
 
 #: How long a waiter pauses while a delete checks whether its topic is in use (ms).
 DELETE_PAUSE_MS = 50
+#: A waiter's pauses between attempts while the server does not answer (s): doubled from
+#: the first up to the most.
+_OUTAGE_FIRST_PAUSE = 0.1
+_OUTAGE_MAX_PAUSE = 5.0
 
 
 class Lease:
@@ -159,6 +164,7 @@ class Lease:
         # time, told by the script) or a release notification arrives.
         wgen, inc = opened.wgen, opened.incarnation
         topic = self._meta.name
+        outage = _OUTAGE_FIRST_PAUSE  # the pause after a failed attempt, doubled each time
         try:
             with self._context.notifier.subscribe(pk.released) as sub:
                 self._wait_sub = sub
@@ -175,6 +181,25 @@ class Lease:
                     call = self._open_call(pk, "wait", wgen, label, inc)
                     try:
                         opened = self._calls.execute(call)
+                    except (Unavailable, OutcomeUnknown) as exc:
+                        # The server is away (a master being replaced, a restart): a
+                        # waiter rides through it, trying again with backoff; its open is
+                        # safe to repeat. A bounded wait gives up at its deadline.
+                        left = None if deadline is None else deadline - time.monotonic()
+                        if left is not None and left <= 0:
+                            raise
+                        log.warning(
+                            "redis-fencing: %s partition %d: waiting for exclusivity, the "
+                            "server did not answer (%s); trying again in %.1fs",
+                            topic,
+                            pk.partition,
+                            exc,
+                            outage,
+                        )
+                        # (not woken early: the notifier's reconnects wake it too)
+                        runtime.sleep(outage if left is None else min(outage, left))
+                        outage = min(2 * outage, _OUTAGE_MAX_PAUSE)
+                        continue
                     except UnknownTopic as exc:
                         if not exc.deleting:
                             raise
@@ -184,6 +209,7 @@ class Lease:
                         opened = dataclasses.replace(
                             opened, status="waiting", remaining_ms=DELETE_PAUSE_MS
                         )
+                    outage = _OUTAGE_FIRST_PAUSE
                     if opened.status != "waiting":
                         return opened
                     pause = min(opened.remaining_ms / 1000.0 + 0.002, self.lease_ttl / 3.0)

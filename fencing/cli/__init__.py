@@ -12,7 +12,8 @@
     fencing demo                  the demo (fencing.demo)
 
 Every command takes ``--url``, ``--namespace``, ``--embedded`` (a private throwaway server
-on loopback, stopped on exit) and ``--json``. ``status``, ``owners``, ``elections`` and
+on loopback, stopped on exit) and ``--json``, before or after its name (the one after
+wins). ``status``, ``owners``, ``elections`` and
 ``tail`` only read; ``release`` is the only command that writes.
 Any error is one line on stderr starting with ``fencing: `` and exit status 2; so is a key
 of another Redis type where the library keeps state (``WrongKeyType``, naming the key) for
@@ -41,6 +42,7 @@ from ._connect import TIMEOUT as TIMEOUT
 from ._demo import run_demo
 from ._exits import exit_status
 from ._parser import build_parser as build_parser
+from ._parser import merge_common
 from ._release import OPERATOR_LABEL as OPERATOR_LABEL
 
 
@@ -58,7 +60,7 @@ def _run(argv: list[str]) -> int:
     if argv[:1] == ["demo"]:
         return run_demo(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = merge_common(parser.parse_args(argv))
     if args.command is None:
         parser.print_help()
         return 0

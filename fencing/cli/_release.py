@@ -1,6 +1,7 @@
 """``fencing release``: an operator's force-release, the only command that writes. Ownership
 rows are claimed with generation 0 and released (the holder is severed); ``--producer
-TOPIC`` fences every producer of a topic (epoch + 1).
+TOPIC`` severs a topic's writers with epoch + 1 and hands each partition to its first
+waiting producer (``--evict-waiters``: fences the waiters too).
 
 >>> from fencing.cli import main
 >>> main(["release", "journal", "orders/0", "--yes"])                 # doctest: +SKIP
@@ -15,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _inspection as insp
 from .._keys import ELECTION_GROUP, PRODUCER_GROUP, RESERVED_PREFIX, validate_name
-from .._modes import AccessMode
+from .._protocol.admin import Evicted
+from .._sync.admin import release_producers
+from .._sync.context import context_of
 from ..errors import InvalidArgument
 from ._client import operator_ownership
 from ._connect import Conn, connect, existing_topic
@@ -33,7 +36,7 @@ def register(add: AddCommand) -> None:
     """Add ``release`` to the ``fencing`` parser."""
     release = add(
         "release",
-        "force-release ownership rows (generation 0) or fence a topic's producers (epoch + 1)",
+        "force-release ownership rows (generation 0) or hand a topic to its waiting producers",
         "examples:\n  fencing release journal orders/0 orders/1 --yes\n"
         "  fencing release billing orders/0 --yes       take partition 0 of topic orders\n"
         "                                               from consumer group billing\n"
@@ -48,14 +51,21 @@ def register(add: AddCommand) -> None:
         "An election is the group __election__ with the election's name as resource: its\n"
         "leader's term ends (lost is set, on_revoked runs) and a waiting candidate, if any,\n"
         "is elected with a higher token. Other reserved groups (__producer__) are refused.\n\n"
-        "--producer TOPIC: opens an EXCLUSIVE_WITH_FENCING producer on every partition\n"
-        "(epoch + 1: the exclusive holder, every shared producer and every waiter are\n"
-        "fenced; their next send raises ProducerFenced) and closes it at once.\n\n"
+        "--producer TOPIC: on every partition, severs the exclusive holder and every shared\n"
+        "producer with epoch + 1 (their next send raises ProducerFenced) and hands the\n"
+        "partition to the queue: the first live WAIT_FOR_EXCLUSIVE waiter holds it at the\n"
+        "new epoch (it is woken), the others stay queued in order. --evict-waiters fences\n"
+        "the waiters too (Pulsar's evict-all) and leaves the partition free.\n\n"
         "Both are destructive and need --yes.",
         _release,
     )
     release.add_argument("names", nargs="*", metavar="GROUP RESOURCE", help="group, resources")
     release.add_argument("--producer", metavar="TOPIC", help="fence this topic's producers")
+    release.add_argument(
+        "--evict-waiters",
+        action="store_true",
+        help="with --producer: fence the queued waiters too, leaving the partition free",
+    )
     release.add_argument("--yes", action="store_true", help="really do it (it is destructive)")
 
 
@@ -67,14 +77,21 @@ def _release(args: argparse.Namespace) -> int:
             "release needs GROUP and at least one RESOURCE (or --producer TOPIC): e.g. "
             "fencing release journal orders/0 --yes"
         )
+    if args.evict_waiters and args.producer is None:
+        raise InvalidArgument(
+            "--evict-waiters goes with --producer TOPIC: e.g. fencing release --producer "
+            "orders --evict-waiters --yes"
+        )
     if not args.yes:
         raise InvalidArgument(
             "release is destructive (generation 0 severs live ownership holders; --producer "
-            "fences every producer of the topic with epoch + 1): add --yes to do it"
+            "severs the topic's writers with epoch + 1): add --yes to do it"
         )
     with connect(args, read_only=False) as conn:
         if args.producer is not None:
-            results = _release_producers(conn, args.producer, text=not args.json)
+            results = _release_producers(
+                conn, args.producer, evict_waiters=args.evict_waiters, text=not args.json
+            )
         else:
             results = _release_rows(conn, args.names[0], args.names[1:], text=not args.json)
     if args.json:
@@ -156,40 +173,70 @@ def _release_rows(
     return results
 
 
-def _release_producers(conn: Conn, name: str, *, text: bool) -> list[dict[str, Any]]:
+def _release_producers(
+    conn: Conn, name: str, *, evict_waiters: bool, text: bool
+) -> list[dict[str, Any]]:
     meta = existing_topic(conn, name)
     before = insp.topic_status(conn.r, conn.keys, meta.name)
-    topic = conn.client.topic(meta.name)
-    with topic.producer(AccessMode.EXCLUSIVE_WITH_FENCING, lease_ttl=_RELEASE_TTL) as fencer:
-        epochs = {p.partition: fencer.epoch(p.partition) for p in before.partitions}
+    incarnations = {p.partition: p.incarnation for p in before.partitions if p.present}
+    done = release_producers(
+        context_of(conn.client), meta.name, incarnations, evict_waiters=evict_waiters
+    )
     if text:
+        then = (
+            "every waiter is fenced too and the partition is left free"
+            if evict_waiters
+            else "the first live WAIT_FOR_EXCLUSIVE waiter now holds the partition at the new "
+            "epoch (it is woken; its label shows once it has)"
+        )
         print(
-            f"fenced every producer of topic {meta.name!r} with EXCLUSIVE_WITH_FENCING "
-            "(epoch + 1), then released at once; fenced producers get ProducerFenced at "
-            "their next send:"
+            f"released the producers of topic {meta.name!r}: the exclusive holder and every "
+            f"shared producer are severed with epoch + 1 (ProducerFenced at their next send); "
+            f"{then}:"
         )
     results: list[dict[str, Any]] = []
     for p in before.partitions:
-        holder = p.holder if p.holder is not None and p.holder.live else None
-        shared = sum(1 for s in p.shared if s.live)
-        waiters = sum(1 for w in p.waiters if w.live)
+        if p.partition not in done:
+            continue
+        ev = done[p.partition]
         results.append(
             {
                 "topic": meta.name,
                 "partition": p.partition,
-                "semantics": "EXCLUSIVE_WITH_FENCING",
-                "epoch": {"old": p.epoch, "new": epochs[p.partition]},
-                "severed": None if holder is None else dataclasses.asdict(holder),
-                "shared_fenced": shared,
-                "waiters_fenced": waiters,
+                "semantics": "evict all" if evict_waiters else "hand to the queue",
+                "epoch": {"old": ev.old_epoch, "new": ev.new_epoch},
+                "severed": (
+                    {"label": ev.severed_label, "session": ev.severed} if ev.severed else None
+                ),
+                "next_holder": {"session": ev.next_holder} if ev.next_holder else None,
+                "shared_fenced": ev.shared_fenced,
+                "waiters_fenced": ev.waiters_fenced,
             }
         )
         if text:
-            who = "no live exclusive holder"
-            if holder is not None:
-                who = f"fenced exclusive holder {holder.label!r} (session {holder.session[:8]})"
-            print(
-                f"  {meta.name}/{p.partition}: epoch {p.epoch} -> {epochs[p.partition]}; {who}, "
-                f"{shared} shared producer(s), {waiters} waiter(s)"
-            )
+            print(f"  {meta.name}/{p.partition}: {_what_happened(ev, evict_waiters)}")
     return results
+
+
+def _what_happened(ev: Evicted, evict_waiters: bool) -> str:
+    """One partition's line: who held it, who holds it now."""
+    if ev.new_epoch == ev.old_epoch:
+        return f"epoch {ev.old_epoch}; no producer and no waiter: nothing to release"
+    parts = [f"epoch {ev.old_epoch} -> {ev.new_epoch}"]
+    if ev.severed:
+        parts.append(
+            f"severed exclusive holder {ev.severed_label or 'unnamed'!r} (session {ev.severed[:8]})"
+        )
+    else:
+        parts.append("no exclusive holder")
+    if ev.shared_fenced:
+        parts.append(f"{ev.shared_fenced} shared producer(s) fenced")
+    if ev.next_holder:
+        parts.append(
+            f"next: the first waiter (session {ev.next_holder[:8]}) holds epoch {ev.new_epoch}"
+        )
+    elif evict_waiters:
+        parts.append(f"{ev.waiters_fenced} waiter(s) fenced; the partition is free")
+    else:
+        parts.append("no waiter: the partition is free")
+    return "; ".join(parts)

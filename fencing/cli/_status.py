@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from typing import TYPE_CHECKING
 
 from .. import _inspection as insp
@@ -94,11 +95,33 @@ def _print_guarded(status: insp.NamespaceStatus) -> None:
     )
 
 
+def _say_empty(namespace: str, where: str, found: list[str]) -> None:
+    """One stderr line for a namespace with nothing in it (a mistyped --namespace, or the
+    wrong server): the namespaces that do have redis-fencing keys there."""
+    others = [ns for ns in found if ns != namespace]
+    there = (
+        "namespaces with redis-fencing keys there: "
+        + ", ".join(map(repr, others[:20]))
+        + (" ..." if len(others) > 20 else "")
+        + " (pass --namespace NAME)"
+        if others
+        else "no namespace has redis-fencing keys there (check --url)"
+    )
+    print(
+        f"fencing: namespace {namespace!r} has no topics, elections or consumer groups on "
+        f"{where}; {there}",
+        file=sys.stderr,
+    )
+
+
 def _status_namespace(args: argparse.Namespace) -> int:
     if args.partition is not None:
         raise InvalidArgument("--partition needs a TOPIC: e.g. fencing status orders -p 0")
     with connect(args, read_only=True) as conn:
         status = insp.namespace_status(conn.r, conn.keys)
+        empty = not (status.topics or status.elections or status.groups or status.skipped)
+        if empty:
+            _say_empty(status.namespace, conn.where, insp.namespaces_found(conn.r))
     warn_skipped(status.skipped)
     if args.json:
         print_json(dataclasses.asdict(status))

@@ -43,13 +43,23 @@ def register(add: AddCommand) -> None:
         "time). Refused while the topic is in use (a live producer, shared or exclusive,\n"
         "a waiting one, a consumer's live grant, or a Spark sink batch begun and not\n"
         "finished), unless --force: then every live handle's next call raises StateLost.\n"
-        "A delete cut short leaves the topic refusing opens: run it again to finish it.",
+        "A delete cut short leaves the topic refusing opens: run it again to finish it.\n"
+        "Each partition keeps a mark of the delete for --mark-ttl seconds (default: the\n"
+        "topic's producer state expiry): until then a live handle of the deleted topic\n"
+        "gets StateLost(reason='deleted') naming the delete.",
         _delete,
     )
     delete.add_argument("topic", metavar="TOPIC", help="the topic to delete")
     delete.add_argument("--yes", action="store_true", help="really do it (it is destructive)")
     delete.add_argument(
         "--force", action="store_true", help="even while producers or consumers use it"
+    )
+    delete.add_argument(
+        "--mark-ttl",
+        type=float,
+        metavar="SECONDS",
+        help="how long live handles are told of the delete (default: the topic's producer "
+        "state expiry)",
     )
 
 
@@ -76,7 +86,7 @@ def _delete(args: argparse.Namespace) -> int:
             f"delete-topic removes topic {topic!r} and every record it holds: add --yes to do it"
         )
     with connect(args, read_only=False) as conn:
-        conn.client.delete_topic(topic, force=args.force)
+        conn.client.delete_topic(topic, force=args.force, mark_ttl=args.mark_ttl)
         namespace = conn.keys.namespace
     if args.json:
         print_json({"deleted": topic, "namespace": namespace, "forced": args.force})

@@ -230,8 +230,11 @@ def test_release_producer_fences_with_epoch_plus_one(
         (0, {"old": 1, "new": 2}),
         (1, {"old": 1, "new": 2}),
     ]
-    assert {r["severed"]["session"] for r in results} == {producer.session}
-    assert {r["semantics"] for r in results} == {"EXCLUSIVE_WITH_FENCING"}
+    assert [r["severed"] for r in results] == [
+        {"label": producer.name or f"producer-{producer.producer_id}", "session": producer.session}
+    ] * 2
+    assert [r["next_holder"] for r in results] == [None, None]
+    assert {r["semantics"] for r in results} == {"hand to the queue"}
     with pytest.raises(ProducerFenced):
         producer.send(b"w", partition=0)
     for p in (0, 1):

@@ -59,3 +59,21 @@ def test_delete_topic_needs_yes_refuses_a_topic_in_use_and_deletes_with_force(
     assert "'orders' does not exist" in one_error_line(err)
     code, out, err = run(capsys, "delete-topic", "bad name", "--yes", *at(server, namespace))
     assert code == 2 and "invalid topic name" in one_error_line(err)
+
+
+def test_delete_topic_keeps_its_marks_for_mark_ttl(
+    client: Client, raw: redis.Redis, server: ServerInfo, namespace: str, capsys
+) -> None:
+    client.topic("orders", partitions=2).open()
+    code, out, err = run(
+        capsys, "delete-topic", "orders", "--yes", "--mark-ttl", "60", *at(server, namespace)
+    )
+    assert (code, err) == (0, "")
+    for p in (0, 1):
+        ttl = raw.pttl(client.keys.partition("orders", p).deleted)
+        assert 59_000 < ttl <= 60_000
+    code, out, err = run(
+        capsys, "delete-topic", "x", "--yes", "--mark-ttl", "0", *at(server, namespace)
+    )
+    assert (code, out) == (2, "")
+    assert "mark_ttl must be a positive, finite number of seconds" in one_error_line(err)

@@ -30,7 +30,15 @@ import redis.exceptions
 
 from ..._keys import slot_of
 from ..._text import text as _text
-from ..subscriber import Callback, Node, Subscriber, by_slot, refuses_sharded
+from ..subscriber import (
+    Callback,
+    Node,
+    Subscriber,
+    by_slot,
+    refused_channels,
+    refuses_sharded,
+    warn_refused_channels,
+)
 from . import cluster as runtime_cluster
 from .primitives import wait_event
 
@@ -137,6 +145,8 @@ class Notifier:
         self._links: dict[Node, _Link] = {}
         #: Channels whose subscribers get None once subscribed again.
         self._missed: set[str] = set()
+        #: Whether the user's lack of channel rights was told (once: every retry meets it).
+        self._told_refused = False
         self._sync_lock: asyncio.Lock | None = None
         self._changed: asyncio.Event | None = None
         self._listener: asyncio.Task[None] | None = None
@@ -336,6 +346,9 @@ class Notifier:
         are told None once subscribed again, after the slots were mapped again on a
         cluster (a failover, a slot moved). Called under the lock."""
         log.debug("redis-fencing: notification connection to %s lost: %r", link.node, exc)
+        if not link.sharded and refused_channels(exc) and not self._told_refused:
+            self._told_refused = True
+            warn_refused_channels(exc)
         failed = [link]
         if link.sharded and refuses_sharded(exc):
             log.info("redis-fencing: sharded pub/sub refused (%s): using SUBSCRIBE", exc)

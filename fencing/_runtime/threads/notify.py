@@ -34,7 +34,14 @@ import redis.exceptions
 from ... import _forks as forks
 from ..._keys import slot_of
 from ..._text import text as _text
-from ..subscriber import Callback, Node, Subscriber, refuses_sharded
+from ..subscriber import (
+    Callback,
+    Node,
+    Subscriber,
+    refused_channels,
+    refuses_sharded,
+    warn_refused_channels,
+)
 from . import cluster as runtime_cluster
 from .listener import RECONNECT_PAUSE, Link, Listener, wait_readable
 
@@ -96,6 +103,8 @@ class Notifier:
         #: Counts changes to the set of channels (``_subs``' keys): the listener syncs on one.
         self._changes = 0
         self._listener: Listener | None = None
+        #: Whether the user's lack of channel rights was told (once: every retry meets it).
+        self._told_refused = False
         forks.register(self)
 
     def _after_fork_in_child(self) -> None:
@@ -214,6 +223,9 @@ class Notifier:
         its channels' subscribers are told None once subscribed again, after the slots
         were mapped again on a cluster (a failover, a slot moved)."""
         log.debug("redis-fencing: notification connection to %s lost: %r", link.node, exc)
+        if not link.sharded and refused_channels(exc) and not self._told_refused:
+            self._told_refused = True
+            warn_refused_channels(exc)
         failed = [link]
         if link.sharded and refuses_sharded(exc):
             log.info("redis-fencing: sharded pub/sub refused (%s): using SUBSCRIBE", exc)
