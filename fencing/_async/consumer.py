@@ -307,8 +307,10 @@ class Consumer(ProcessBound):
 
         try:
             committed = await self._calls.call(self._resources[p], build)
-        except (Fenced, StateLost):
+        except Fenced:
             raise  # (the handle dropped the grant: every later call raises this)
+        except StateLost as lost:
+            raise await self._meta.explain(self._keys[p], lost) from None
         except NotEnoughReplicas:
             self._last_commit[p] = (used[0].token, offset)  # on the primary
             raise
@@ -462,7 +464,11 @@ class Consumer(ProcessBound):
 
     async def _check_all(self) -> None:
         for p in self._parts:
-            await self._owner.check(self._resources[p])
+            try:
+                await self._owner.check(self._resources[p])
+            except StateLost as lost:
+                # The row lives in the partition's slot: a forced delete of the topic took it.
+                raise await self._meta.explain(self._keys[p], lost) from None
 
     def _order(self) -> list[int]:
         n = len(self._parts)

@@ -273,7 +273,7 @@ class Driver:
                 ) from exc
             refusal = call.error(error)
             if isinstance(refusal, StateLost) and refusal.reason in ("missing", "incarnation"):
-                refusal = await self._deleted(call.keys, error.fields.get("seen", ""), refusal)
+                refusal = await self.deleted(call.keys, error.fields.get("seen", ""), refusal)
             raise refusal from None
         except Exception:
             runtime.check_cancel(mark)  # (a cancelled call is not retried as a failed one)
@@ -307,11 +307,12 @@ class Driver:
             )
         return parsed
 
-    async def _deleted(self, keys: tuple[str, ...], seen: str, lost: StateLost) -> StateLost:
+    async def deleted(self, keys: tuple[str, ...], seen: str, lost: StateLost) -> StateLost:
         """``lost`` as the delete it was, if the partition incarnation the call named
         (``seen``) is in its delete marks: an operator's delete, not lost writes. The mark
         is written with the delete, in the same script, so one that is there is the cause;
-        a mark that expired, or a store that lost it too, leaves ``lost`` as it is."""
+        a mark that expired, or a store that lost it too, leaves ``lost`` as it is. Every
+        handle's StateLost of a partition (sends, reads, polls, commits) is worded here."""
         found = deletion_mark_of(keys)
         if found is None or not seen:
             return lost

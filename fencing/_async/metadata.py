@@ -274,6 +274,15 @@ class TopicMetadata:
         assert info is not None
         self.saw_next(pk.partition, info.next_offset)
 
+    async def explain(self, pk: PartitionKeys, lost: StateLost) -> StateLost:
+        """``lost`` of a handle on partition ``pk`` (its log, or a row in its slot gone or
+        replaced) as the operator's delete it was, when the partition's delete marks hold
+        the incarnation this topic opened; otherwise ``lost`` as it is."""
+        if lost.reason not in ("missing", "incarnation"):
+            return lost
+        inc = self._incs[pk.partition] if pk.partition < len(self._incs) else ""
+        return await self.driver().deleted((pk.meta,), inc, lost)
+
     # -- calls -------------------------------------------------------------------------------
 
     def driver(self) -> Driver:
@@ -286,7 +295,10 @@ class TopicMetadata:
         pk = self.partition_keys(partition)
         seen = self.seen_next(pk.partition)
         info = await self.driver().read(protocol.reads.partition_info(pk), self.budget)
-        self.check_partition(pk, info, seen)
+        try:
+            self.check_partition(pk, info, seen)
+        except StateLost as lost:
+            raise await self.explain(pk, lost) from None
         assert info is not None
         return info.start_offset, info.next_offset
 

@@ -193,15 +193,18 @@ class Reader:
         call = protocol.reads.read(self._pk, self._position, count, block_ms=block_ms)
         seen = topic.seen_next(self.partition)
         batch = topic.driver().read(call, topic.budget)
-        topic.check_partition(self._pk, batch.partition, seen)
-        if batch.incarnation_after != topic.incarnation_of(self.partition):
-            raise StateLost(
-                f"partition {self.partition} of topic {topic.name!r} was recreated while it "
-                "was being read (the Redis server lost its state); nothing read was returned. "
-                "Open the topic again to read the new history",
-                reason="incarnation",
-                key=self._pk.meta,
-            )
+        try:
+            topic.check_partition(self._pk, batch.partition, seen)
+            if batch.incarnation_after != topic.incarnation_of(self.partition):
+                raise StateLost(
+                    f"partition {self.partition} of topic {topic.name!r} was recreated while "
+                    "it was being read (the Redis server lost its state); nothing read was "
+                    "returned. Open the topic again to read the new history",
+                    reason="incarnation",
+                    key=self._pk.meta,
+                )
+        except StateLost as lost:
+            raise topic.explain(self._pk, lost) from None
         info = batch.partition
         assert info is not None
         self.last_next = info.next_offset

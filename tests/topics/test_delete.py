@@ -255,3 +255,35 @@ async def test_a_handle_idle_past_the_delete_mark_is_told_its_partition_is_gone(
     assert lost.value.reason == "missing"
     assert "the Redis server lost writes" in str(lost.value)
     await producer.close()
+
+
+async def test_a_consumer_and_a_reader_of_a_deleted_topic_are_told_of_the_delete(
+    api: Api, plain: Any
+) -> None:
+    """A poll, a commit and a read after a forced delete raise StateLost(reason="deleted")
+    naming the delete and its time, as a send does; also once the topic was made again."""
+    client = api.client()
+    topic = client.topic("orders", partitions=2)
+    async with topic.producer() as producer:
+        await producer.send(b"a", partition=1)
+    consumer = await topic.consumer("billing", "host-a", [1])
+    assert [r.value for r in await consumer.poll()] == [b"a"]
+    reader = await topic.reader(1, "earliest")
+    assert [r.value for r in await reader.read()] == [b"a"]
+    inc = plain.hget(f"{api.namespace}:{{orders/1}}:part", "inc").decode()
+
+    await client.delete_topic("orders", force=True)
+
+    deleted_ms = int(plain.hget(f"{api.namespace}:{{orders/1}}:deleted", inc))
+    told = ("deleted", _deleted_text(1, "orders", deleted_ms))
+    for call in (consumer.poll, consumer.commit, reader.read):
+        with pytest.raises(fencing.StateLost) as lost:
+            await call()
+        assert (lost.value.reason, str(lost.value)) == told
+    async with client.topic("orders", partitions=2).producer() as fresh:
+        assert (await fresh.send(b"new", partition=1)).offset == 0
+    for call in (consumer.poll, reader.read):
+        with pytest.raises(fencing.StateLost) as lost:
+            await call()
+        assert (lost.value.reason, str(lost.value)) == told
+    await consumer.close()
