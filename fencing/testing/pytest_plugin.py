@@ -28,12 +28,22 @@ Backends (``--fencing-backend=...``, else the ``FENCING_TEST_BACKEND`` variable)
 - ``embedded``: one throwaway ``redis-server`` (else Valkey) per session on loopback;
 - ``docker``: one Redis container per session through testcontainers
   (``pip install 'testcontainers[redis]>=4'``; image ``--fencing-docker-image``, default
-  ``redis:7``); the tests that use the fixtures are skipped, saying why, when testcontainers
-  is missing or Docker does not answer.
+  ``redis:7``).
+
+A backend chosen by option or variable that cannot start (no testcontainers, Docker not
+answering, no server binary, a server that fails to start) stops the run at the first test
+that needs it, with one line saying why and exit status 4: a run on the backend CI asked
+for never passes by skipping its tests.
+
+The option is registered when the plugin is: name it in ``pytest_plugins`` of the
+``conftest.py`` at the project's root, or with ``-p``. A ``pytest_plugins`` in a test module
+registers the fixtures too late for the command line to know ``--fencing-backend`` (the
+variable still works there).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import uuid
@@ -109,11 +119,16 @@ def _fencing_session_url(fencing_backend: Backend, pytestconfig: pytest.Config) 
         or os.environ.get(ENV_DOCKER_IMAGE)
         or DEFAULT_DOCKER_IMAGE
     )
-    try:
-        with embedded_url() if fencing_backend == "embedded" else docker_url(image) as url:
-            yield url
-    except BackendUnavailable as exc:
-        pytest.skip(str(exc))
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(
+                embedded_url() if fencing_backend == "embedded" else docker_url(image)
+            )
+        except BackendUnavailable as exc:
+            # Chosen explicitly (memory is the default): skipping would pass a run that
+            # tested nothing, so the whole run stops and says why.
+            pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+        yield url
 
 
 @pytest.fixture

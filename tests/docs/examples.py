@@ -2,7 +2,8 @@
 ``docs/**/*.md``, found by reading the Markdown (no server, no pytest).
 
 A block is a fence whose info string starts with ``python``; a ``title="test_x.py"`` attribute
-makes it a pytest file. The line ``<!-- example: skip — reason -->`` right before a block
+makes it a pytest file, and ``title="conftest.py"`` the conftest the page's pytest files after
+it run with. The line ``<!-- example: skip — reason -->`` right before a block
 (blank lines between allowed) skips it with that reason. Fences may be indented (in a list
 item or an admonition): the block's text is taken relative to its fence.
 """
@@ -45,6 +46,14 @@ class Block:
             return None
         match = _TEST_FILE.search(self.title.strip())
         return match.group("name") if match else None
+
+    @property
+    def conftest(self) -> bool:
+        """Whether the block is a ``conftest.py`` (run with the page's later pytest files)."""
+        return (
+            self.title is not None
+            and re.search(r"(?:^|[\\/\s])conftest\.py$", self.title.strip()) is not None
+        )
 
 
 def pages(root: Path = ROOT) -> dict[str, Path]:

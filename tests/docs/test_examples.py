@@ -9,7 +9,8 @@ written as users write them and replaced here: ``redis://localhost:6379/0`` (or 
 page has a ``FENCING_NAMESPACE`` of its own (and ``FENCING_REDIS_URL`` names the throwaway
 server, so a default address never reaches a real one); its keys are dropped after its last
 block. A block titled with a pytest file name (``title="test_orders.py"``) is written to a
-temporary folder and run by pytest in a subprocess; every test in it must pass. A block after
+temporary folder and run by pytest in a subprocess; every test in it must pass; a block titled
+``conftest.py`` is written beside the page's pytest files after it. A block after
 ``<!-- example: skip — reason -->`` is skipped with that reason. Pages that use PySpark get
 the suite's Spark session.
 """
@@ -90,6 +91,7 @@ class PageRun:
     failed: str | None = None  # the id of the block that failed
     cluster: ServerInfo | None = None  # the cluster, once a block named one
     tls: ServerInfo | None = None  # the server over TLS, once a block named one
+    conftest: str | None = None  # the page's conftest.py so far, for its pytest files
 
 
 RUNS: dict[str, PageRun] = {}
@@ -165,6 +167,8 @@ def _exec(block: Block, text: str, run: PageRun) -> None:
 def _run_test_file(block: Block, text: str, run: PageRun, targets: Targets, tmp: Path) -> None:
     assert block.test_file is not None
     (tmp / block.test_file).write_text(text, encoding="utf-8")
+    if run.conftest is not None:
+        (tmp / "conftest.py").write_text(run.conftest, encoding="utf-8")
     env = {"FENCING_NAMESPACE": run.namespace, "FENCING_REDIS_URL": targets.server.url}
     result = run_user_pytest(tmp, "-q", block.test_file, env=env)
     if result.returncode != 0:
@@ -180,7 +184,9 @@ def _run(block: Block, run: PageRun, request: pytest.FixtureRequest, tmp: Path) 
     try:
         targets = _targets(request, run, block)
         text = _source(block, targets)
-        if block.test_file is not None:
+        if block.conftest:
+            run.conftest = text
+        elif block.test_file is not None:
             _run_test_file(block, text, run, targets, tmp)
         else:
             _exec(block, text, run)

@@ -38,6 +38,8 @@ from fencing.testing.backends import BackendUnavailable, FencingServer, docker_u
 
 from ..conformance.cases import CASES
 from ..conftest import ServerInfo
+from ..docs.examples import blocks_of
+from ..support.paths import ROOT
 from ..support.user_pytest import run_user_pytest
 
 
@@ -246,12 +248,42 @@ def test_plugin_backend_from_the_environment(tmp_path: Path) -> None:
     assert "redis-fencing test backend: memory" in result.stdout
 
 
-def test_plugin_docker_backend_skips_with_the_reason_here(tmp_path: Path) -> None:
-    result = run_pytest(user_project(tmp_path), "--fencing-backend=docker")
+def test_a_chosen_backend_that_cannot_start_fails_the_run_in_one_line(tmp_path: Path) -> None:
+    """Never green by skipping: without testcontainers (an import that fails, here), the
+    docker backend ends the run at its first test with exit status 4 and one line."""
+    project = user_project(tmp_path)
+    (project / "testcontainers").mkdir()
+    (project / "testcontainers" / "__init__.py").write_text("raise ImportError('absent')\n")
+    told = (
+        "--fencing-backend=docker needs testcontainers: pip install "
+        "'testcontainers[redis]>=4' (or use --fencing-backend=embedded)"
+    )
+    for args, env in (
+        (("--fencing-backend=docker",), None),
+        ((), {"FENCING_TEST_BACKEND": "docker"}),
+    ):
+        result = run_pytest(project, *args, env=env)
+        assert result.returncode == pytest.ExitCode.USAGE_ERROR, summary(result)
+        lines = result.stdout.splitlines()
+        assert [line for line in lines if told in line] == [f"! _pytest.outcomes.Exit: {told} !"], (
+            summary(result)
+        )
+        assert "= no tests ran in " in lines[-2], summary(result)
+
+
+@pytest.mark.parametrize("backend", ["memory", pytest.param("embedded", marks=pytest.mark.slow)])
+def test_the_testing_pages_conftest_and_tests_run_as_written(tmp_path: Path, backend: str) -> None:
+    """The page's conftest.py and test_orders.py, copied as they are, run with the
+    backend chosen on the command line (pytest knows the option from the conftest)."""
+    page = (ROOT / "docs" / "how-to" / "testing.md").read_text(encoding="utf-8")
+    files = {b.title: b.code for b in blocks_of("how-to/testing.md", page) if b.title}
+    assert sorted(files) == ["conftest.py", "test_orders.py"]
+    for name, code in files.items():
+        (tmp_path / name).write_text(code, encoding="utf-8")
+    result = run_pytest(tmp_path, f"--fencing-backend={backend}")
     assert result.returncode == 0, summary(result)
-    assert "5 skipped" in result.stdout
-    assert "--fencing-backend=docker" in result.stdout
-    assert "testcontainers" in result.stdout or "Docker is not reachable" in result.stdout
+    assert "3 passed" in result.stdout, summary(result)
+    assert f"redis-fencing test backend: {backend}" in result.stdout
 
 
 def test_plugin_refuses_an_unknown_backend(tmp_path: Path) -> None:
