@@ -116,6 +116,12 @@ CASES = {
         [(p, {"old": 1, "new": 2}, "ctl") for p in range(3)],
         lambda s: _fenced(lambda: s.producer.send(b"y", partition=1), fencing.ProducerFenced),
     ),
+    "release a topic's producers and waiters": Case(
+        ("release", "--producer", "orders", "--evict-waiters", "--yes"),
+        lambda out: [(r["partition"], r["semantics"], r["epoch"], r["next_holder"]) for r in out],
+        [(p, "evict all", {"old": 1, "new": 2}, None) for p in range(3)],
+        lambda s: _fenced(lambda: s.producer.send(b"y", partition=2), fencing.ProducerFenced),
+    ),
     "delete-topic": Case(
         ("delete-topic", "orders", "--yes", "--force"),
         lambda out: out,
