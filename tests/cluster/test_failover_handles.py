@@ -36,6 +36,7 @@ from fencing._protocol.election import ElectionKeys
 from fencing._sync.metadata import metadata_of
 from fencing.embedded import EmbeddedCluster, EmbeddedServer
 
+from ..support.cluster_nodes import live_nodes, role_of, shard_of, synced
 from ..support.flavours import Api
 from ..support.polling import wait_until
 
@@ -58,33 +59,6 @@ def flavor(request: pytest.FixtureRequest, own_cluster: EmbeddedCluster) -> Iter
 # -- cluster helpers ------------------------------------------------------------------------
 
 
-def _live(cluster: EmbeddedCluster) -> list[EmbeddedServer]:
-    return [n for n in cluster.nodes if n.process.poll() is None]
-
-
-def _shard(cluster: EmbeddedCluster, key: str) -> tuple[EmbeddedServer, EmbeddedServer]:
-    """(master, its replica) serving ``key``'s slot now, once a node lists both."""
-    slot = key_slot(key.encode())
-    by_port = {n.port: n for n in cluster.nodes}
-    found: list[tuple[EmbeddedServer, EmbeddedServer]] = []
-
-    def listed() -> bool:
-        for node in _live(cluster):
-            try:
-                with redis.Redis(port=node.port, socket_timeout=1) as r:
-                    table = r.execute_command("CLUSTER", "SLOTS")
-            except redis.RedisError:
-                continue
-            for first, last, primary, *replicas in table:
-                if first <= slot <= last and replicas:
-                    found.append((by_port[int(primary[1])], by_port[int(replicas[0][1])]))
-                    return True
-        return False
-
-    wait_until(listed, 15, 0.02, what=f"a master and a replica listed for slot {slot}")
-    return found[-1]
-
-
 def _cluster_view(*nodes: EmbeddedServer) -> str:
     """What each node thinks of the cluster (for a failure's message)."""
     views = []
@@ -97,18 +71,10 @@ def _cluster_view(*nodes: EmbeddedServer) -> str:
     return "\n".join(views)
 
 
-def _role(node: EmbeddedServer) -> str:
-    try:
-        with redis.Redis(port=node.port, socket_timeout=0.5) as r:
-            return str(r.info("replication")["role"])
-    except redis.RedisError:
-        return "unreachable"
-
-
 def _serves(cluster: EmbeddedCluster, key: str, node: EmbeddedServer) -> bool:
     """Whether every live master's view sends ``key``'s slot to ``node``."""
     slot = key_slot(key.encode())
-    for other in _live(cluster):
+    for other in live_nodes(cluster):
         try:
             with redis.Redis(port=other.port, socket_timeout=0.5) as r:
                 if r.info("replication")["role"] != "master":
@@ -142,7 +108,7 @@ class Cut:
             self.done = True
             assert sock.recv(64).startswith(b"+OK"), "CLUSTER FAILOVER TAKEOVER refused"
         wait_until(
-            lambda: _role(self.master) == "slave",
+            lambda: role_of(self.master) == "slave",
             30,
             0.02,
             what="the old master to step down",
@@ -152,7 +118,7 @@ class Cut:
             lambda: _serves(self.cluster, self.key, self.replica), 10, 0.02, what="the new slot map"
         )
         wait_until(
-            lambda: _synced(self.master),
+            lambda: synced(self.master),
             15,
             0.02,
             what="the old master to resync as a replica of the new",
@@ -162,11 +128,6 @@ class Cut:
         if not self.done:
             os.kill(self.replica.process.pid, signal.SIGCONT)
             self.done = True
-
-
-def _synced(replica: EmbeddedServer) -> bool:
-    with redis.Redis(port=replica.port, socket_timeout=1) as r:
-        return r.info("replication").get("master_link_status") == "up"
 
 
 def _acknowledged_by_replica(master: EmbeddedServer, key: str) -> bool:
@@ -181,8 +142,8 @@ def _acknowledged_by_replica(master: EmbeddedServer, key: str) -> bool:
 def _healthy(cluster: EmbeddedCluster, key: str) -> None:
     """Wait until ``key``'s shard has its replica in sync and acknowledging (an earlier
     test's takeover leaves the old master resyncing as a replica for a moment)."""
-    master, replica = _shard(cluster, key)
-    wait_until(lambda: _synced(replica), 15, 0.02, what="the shard's replica to be in sync")
+    master, replica = shard_of(cluster, key)
+    wait_until(lambda: synced(replica), 15, 0.02, what="the shard's replica to be in sync")
     wait_until(
         lambda: _acknowledged_by_replica(master, key),
         15,
@@ -197,9 +158,9 @@ def cut_shard(own_cluster: EmbeddedCluster) -> Iterator[Callable[[str], Cut]]:
     cuts: list[Cut] = []
 
     def make(key: str) -> Cut:
-        master, replica = _shard(own_cluster, key)
+        master, replica = shard_of(own_cluster, key)
         wait_until(
-            lambda: _synced(replica), 15, 0.02, what="the replica to be in sync before the cut"
+            lambda: synced(replica), 15, 0.02, what="the replica to be in sync before the cut"
         )
         os.kill(replica.process.pid, signal.SIGSTOP)
         cut = Cut(own_cluster, key, master, replica)
@@ -237,7 +198,7 @@ def _retry_short(claim: Callable[[], T]) -> T:
 
 
 def _covered(cluster: EmbeddedCluster) -> bool:
-    for node in _live(cluster):
+    for node in live_nodes(cluster):
         try:
             with redis.Redis(port=node.port, socket_timeout=1) as r:
                 info = str(r.execute_command("CLUSTER", "INFO"))
@@ -516,10 +477,10 @@ def test_a_consumer_takes_acks(own_cluster: EmbeddedCluster) -> None:
 def _on_one_shard(cluster: EmbeddedCluster, keys: Callable[[str], list[str]]) -> str:
     """A suffix whose keys (``keys(suffix)``) all live on one shard that has a live master
     and a live replica."""
-    _shard(cluster, keys("x")[0])  # the slot map is settled
-    with redis.Redis(port=_live(cluster)[0].port) as r:
+    shard_of(cluster, keys("x")[0])  # the slot map is settled
+    with redis.Redis(port=live_nodes(cluster)[0].port) as r:
         table = r.execute_command("CLUSTER", "SLOTS")
-    live = {n.port for n in _live(cluster)}
+    live = {n.port for n in live_nodes(cluster)}
     for i in range(5000):
         suffix = f"x{i}"
         rows = set()
@@ -591,7 +552,7 @@ def test_live_handles_across_a_master_failover(
         ]
 
     suffix = _on_one_shard(own_cluster, keys)
-    master, replica = _shard(own_cluster, keys(suffix)[0])
+    master, replica = shard_of(own_cluster, keys(suffix)[0])
     timeline = Timeline()
     clients = [fencing.Client.from_url(own_cluster.url, namespace=ns) for _ in range(3)]
     stop = threading.Event()
@@ -649,12 +610,15 @@ def test_live_handles_across_a_master_failover(
             os.kill(master.process.pid, signal.SIGSTOP)
             try:
                 wait_until(
-                    lambda: _role(replica) == "master", 20, 0.02, what="the replica to be promoted"
+                    lambda: role_of(replica) == "master",
+                    20,
+                    0.02,
+                    what="the replica to be promoted",
                 )
             finally:
                 os.kill(master.process.pid, signal.SIGCONT)
             wait_until(
-                lambda: _role(master) == "slave",
+                lambda: role_of(master) == "slave",
                 15,
                 0.02,
                 what="the old master to rejoin as replica",
@@ -663,7 +627,7 @@ def test_live_handles_across_a_master_failover(
             os.kill(master.process.pid, signal.SIGKILL)
             master.process.wait()
             wait_until(
-                lambda: _role(replica) == "master", 20, 0.02, what="the replica to be promoted"
+                lambda: role_of(replica) == "master", 20, 0.02, what="the replica to be promoted"
             )
             # Add a replica back (the dead node, restarted from its nodes.conf): with
             # acks='replicated' nobody can be elected on a shard without one (README).
@@ -672,7 +636,7 @@ def test_live_handles_across_a_master_failover(
                 master.kind, master.binary, master.port, master.directory, master.extra_args
             )
             wait_until(
-                lambda: _synced(own_cluster.nodes[index]),
+                lambda: synced(own_cluster.nodes[index]),
                 20,
                 0.02,
                 what="the restarted node to sync",
