@@ -8,7 +8,7 @@ Kafka producer would, so a topic can move between the two without reshuffling ke
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 from ._record import Record, to_bytes
@@ -81,6 +81,21 @@ def choose_partition(
     if key is not None:
         return topic.partition_for(key)
     return next(round_robin) % n
+
+
+def placing_key(parts: Sequence[bytes], key: object, message_id: str | None) -> bytes | None:
+    """What places a record sent without ``partition=`` (its encoded ``parts``: value, then
+    key): its key, else its message id (a resend then goes where the original went), else
+    nothing (round-robin).
+
+    >>> placing_key((b"v",), None, "order-17")
+    b'order-17'
+    """
+    if key is not None:
+        return parts[1]
+    if message_id is not None:
+        return message_id.encode("utf-8")
+    return None
 
 
 def batch_partition(topic: _Topic, batch: list[Record], expected_offset: int | None) -> int:

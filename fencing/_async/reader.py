@@ -84,7 +84,7 @@ class Reader:
         else:
             position = check_int("start_offset", start_offset)
             if not start <= position <= end:
-                raise protocol.topic.out_of_range(self._pk, position, start, end)
+                raise protocol.partition_errors.out_of_range(self._pk, position, start, end)
         stop = end if end_offset == "latest" else end_offset
         if stop is not None and stop < position:
             raise InvalidArgument(
@@ -135,7 +135,7 @@ class Reader:
         position = check_int("offset", offset)
         start, end = await self._meta.offsets(self.partition)
         if not start <= position <= end:
-            raise protocol.topic.out_of_range(self._pk, position, start, end)
+            raise protocol.partition_errors.out_of_range(self._pk, position, start, end)
         self._position = position
 
     def seek_unchecked(self, offset: int) -> None:
@@ -207,7 +207,7 @@ class Reader:
         assert info is not None
         self.last_next = info.next_offset
         if self._position < info.start_offset or self._position > info.next_offset:
-            raise protocol.topic.out_of_range(
+            raise protocol.partition_errors.out_of_range(
                 self._pk, self._position, info.start_offset, info.next_offset
             )
         records = batch.records
@@ -215,7 +215,7 @@ class Reader:
             topic.saw_next(self.partition, records[-1].offset + 1)  # type: ignore[operator]
         if records and records[0].offset != self._position:
             # Records below the start were removed by someone other than trim().
-            raise protocol.topic.out_of_range(
+            raise protocol.partition_errors.out_of_range(
                 self._pk, self._position, records[0].offset or 0, info.next_offset
             )
         return records

@@ -6,7 +6,19 @@ into a typed exception. The driver (:mod:`fencing._async.driver`, and its genera
 execute calls, so both share every rule written here.
 """
 
-from . import admin, base, consumer, election, guards, ownership, producer, reads, sink, topic
+from . import (
+    admin,
+    base,
+    consumer,
+    election,
+    guards,
+    ownership,
+    partition_errors,
+    producer,
+    reads,
+    sink,
+    topic,
+)
 from .base import ErrorReply, ReadCall, ScriptCall, parse_error_reply
 
 __all__ = [
@@ -20,6 +32,7 @@ __all__ = [
     "guards",
     "ownership",
     "parse_error_reply",
+    "partition_errors",
     "producer",
     "reads",
     "sink",

@@ -11,8 +11,8 @@ from .._keys import PartitionKeys
 from .._lua_loader import script
 from .._text import text
 from .base import ScriptCall
+from .partition_errors import partition_errors, topic_errors
 from .producer import producer_errors
-from .topic import partition_errors, topic_errors
 
 
 def topic_delete(

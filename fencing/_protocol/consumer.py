@@ -11,7 +11,7 @@ from ..errors import FencingError, StateLost, WrongKeyType
 from .base import Command, ErrorReply, ReadCall, ScriptCall
 from .ownership import Target
 from .ownership import _errors as ownership_errors
-from .topic import partition_errors
+from .partition_errors import partition_errors
 
 
 def commit(

@@ -19,7 +19,8 @@ from ..errors import (
 )
 from .base import ErrorReply, ScriptCall, generic_error
 from .guarded import guarded_error
-from .topic import DEFAULT_DEDUP_WINDOW, parse_answers, partition_errors, topic_errors
+from .partition_errors import parse_answers, partition_errors, topic_errors
+from .topic import DEFAULT_DEDUP_WINDOW
 
 
 @dataclass(frozen=True, slots=True)

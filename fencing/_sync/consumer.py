@@ -158,7 +158,7 @@ class Consumer(ProcessBound):
             for p in self._parts:  # a bad offset is refused before anything is written
                 first, end = topic.offsets(p)
                 if not first <= start <= end:
-                    raise protocol.topic.out_of_range(self._keys[p], start, first, end)
+                    raise protocol.partition_errors.out_of_range(self._keys[p], start, first, end)
         try:
             self._owner.claim(list(self._resources.values()), wait=wait, timeout=timeout)
             for p in self._parts:

@@ -33,6 +33,7 @@ from .._durability import Durability
 from .._keys import deletion_mark_of
 from .._lua_loader import LuaScript
 from .._protocol.base import ReadCall, ScriptArg, ScriptCall, parse_error_reply
+from .._protocol.partition_errors import deleted_partition
 from .._protocol.refusals import (
     AUTH_ERRORS,
     NotDelivered,
@@ -42,7 +43,6 @@ from .._protocol.refusals import (
     server_refusal,
     wrong_type_read,
 )
-from .._protocol.topic import deleted_partition
 from .._retry import TRANSIENT_ERRORS, RetryBudget
 from .._runtime.threads import cluster as runtime_cluster
 from .._runtime.threads import primitives as runtime

@@ -316,7 +316,7 @@ class GroupSend:
                 i - at: (md.offset, md.epoch) for i, md in exc.known.items() if at <= i < at + n
             }
             if known:
-                refused.append((entry, protocol.topic.duplicate_ids(pk, known, n)))
+                refused.append((entry, protocol.partition_errors.duplicate_ids(pk, known, n)))
             else:
                 rest.append(entry)
             at += n

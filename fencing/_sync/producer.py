@@ -35,7 +35,7 @@ from .._durability import Durability
 from .._group_commit import Entry
 from .._keys import slot_of, validate_name
 from .._modes import AccessMode
-from .._partitioner import as_records, batch_partition, choose_partition
+from .._partitioner import as_records, batch_partition, choose_partition, placing_key
 from .._process import ProcessBound
 from .._protocol.topic import Writer
 from .._record import Record, RecordMetadata
@@ -395,7 +395,10 @@ class Producer(ProcessBound):
         )
         if partition is None:
             partition = choose_partition(
-                self.topic, _placing_key(entry, key, message_id), expected_offset, self._round_robin
+                self.topic,
+                placing_key(entry.parts, key, message_id),
+                expected_offset,
+                self._round_robin,
             )
         return (self._send(entry, partition))[0]
 
@@ -498,7 +501,7 @@ class Producer(ProcessBound):
         )
         if partition is None:
             partition = choose_partition(
-                self.topic, _placing_key(entry, key, message_id), None, self._round_robin
+                self.topic, placing_key(entry.parts, key, message_id), None, self._round_robin
             )
         queue = self._queue_of(partition)
         if fenced is not None:
@@ -590,13 +593,3 @@ def fenced_call(
     >>> done = fenced_call(producer, 0, lambda writer: protocol.sink.append(...))
     """
     return producer._fenced_call(partition, build)
-
-
-def _placing_key(entry: Entry, key: object, message_id: str | None) -> bytes | None:
-    """What places a record sent without ``partition=``: its key, else its message id (a
-    resend then goes where the original went), else nothing (round-robin)."""
-    if key is not None:
-        return entry.parts[1]
-    if message_id is not None:
-        return message_id.encode("utf-8")
-    return None
