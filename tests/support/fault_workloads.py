@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 import time
@@ -28,7 +27,7 @@ import fencing
 from fencing import AccessMode, ProducerFenced, StateLost
 from fencing.verify import Attempt
 
-__all__ = ["Candidates", "Producers", "Term", "max_overlap"]
+__all__ = ["Candidates", "Handle", "Producers", "Term", "max_overlap"]
 
 MODES = (AccessMode.EXCLUSIVE, AccessMode.WAIT_FOR_EXCLUSIVE, AccessMode.EXCLUSIVE_WITH_FENCING)
 #: Sends per producer before it closes and opens again (takeovers happen all along).
@@ -112,8 +111,10 @@ class Producers(_Threads):
         self.lease_ttl = lease_ttl
         self.acks = acks
         self.attempts: list[Attempt] = []
-        #: Per worker, the acknowledged sends in order: (value, offset, epoch, when).
-        self.acked: dict[str, list[tuple[bytes, int, int, float]]] = {}
+        #: Every producer handle opened, in order, with what it was told.
+        self.handles: list[Handle] = []
+        #: When the last send was acknowledged (time.monotonic()).
+        self.last_ack = 0.0
         self.start(workers, self._work)
 
     def _work(self, wid: str) -> None:
@@ -129,10 +130,17 @@ class Producers(_Threads):
                 )
                 producer.open()
             except StateLost:
+                # This client saw a history the store no longer has: go on as a restarted
+                # process would, with a client of its own (its handles start from the store).
                 self.lost(wid)
+                client = self.client()
+                topic = client.topic(self.topic, partitions=1)
                 continue
             except fencing.FencingError:
                 continue  # busy, unreachable: the next mode tries again
+            handle = Handle(wid)
+            with self.lock:
+                self.handles.append(handle)
             try:
                 for _ in range(SENDS_PER_OPEN):
                     if self.halt.is_set():
@@ -147,22 +155,38 @@ class Producers(_Threads):
                     except StateLost:
                         self._report(Attempt(value, 0, "fenced"))  # nothing written
                         self.lost(wid)
+                        handle.state_lost = True
                         break
                     except fencing.FencingError:
                         self._report(Attempt(value, 0, "unknown"))
                         break
                     self._report(Attempt(value, 0, "acked", md.offset, md.epoch))
-                    with self.lock:
-                        self.acked.setdefault(wid, []).append(
-                            (value, md.offset, md.epoch, time.monotonic())
-                        )
+                    handle.acked.append((value, md.offset, md.epoch))
+                    self.last_ack = time.monotonic()
             finally:
-                with contextlib.suppress(fencing.FencingError):  # the lease lapses by itself
+                try:
                     producer.close()
+                except StateLost:
+                    handle.state_lost = True
+                except fencing.FencingError as exc:  # the lease lapses by itself
+                    handle.close_error = type(exc).__name__
+                handle.closed = time.monotonic()
 
     def _report(self, attempt: Attempt) -> None:
         with self.lock:
             self.attempts.append(attempt)
+
+
+@dataclass
+class Handle:
+    """One producer handle of a worker: its acknowledged sends (value, offset, epoch),
+    whether it was told ``StateLost`` (by a send or its close), when it was closed."""
+
+    worker: str
+    acked: list[tuple[bytes, int, int]] = field(default_factory=list)
+    state_lost: bool = False
+    closed: float | None = None
+    close_error: str = ""
 
 
 @dataclass

@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -310,14 +310,22 @@ class AofServer:
                     self.sizes.append((time.monotonic(), last, last.stat().st_size))
                     del self.sizes[:-500]  # ten seconds of history is plenty
 
-    def cut_back(self, seconds: float = 1.0) -> int:
-        """Kill, cut the AOF back by ``seconds`` of writes, restart; the bytes cut off."""
+    def cut_back(self, seconds: float = 1.0, fsynced: Callable[[], float] | None = None) -> int:
+        """Kill, cut the AOF back by ``seconds`` of writes, restart; the bytes cut off.
+
+        ``fsynced`` (called once the server is dead) is when the last write known to be
+        fsynced was acknowledged: what the file held then is kept (a machine loses its page
+        cache, never what it fsynced)."""
         self.server.kill()
         last = self._last_file()
         assert last is not None, "no AOF file"
         at = time.monotonic() - seconds
         earlier = [size for t, path, size in self.sizes if path == last and t <= at]
         keep = earlier[-1] if earlier else 0
+        if fsynced is not None:
+            since = fsynced()
+            later = [size for t, path, size in self.sizes if path == last and t >= since]
+            keep = max(keep, later[0] if later else last.stat().st_size)
         now = last.stat().st_size
         with open(last, "r+b") as f:
             f.truncate(keep)
@@ -335,9 +343,10 @@ class AofServer:
 @contextlib.contextmanager
 def aof_server() -> Iterator[AofServer]:
     """A server that persists every write to its AOF (fsync each second, no rewrites)."""
+    # Valkey: WAITAOF (acks="fsync") needs Redis 7.2 or later, and redis-server here may be 7.0.
     server = spawn(
         "--appendonly", "yes", "--appendfsync", "everysec", "--aof-load-truncated", "yes",
-        "--auto-aof-rewrite-percentage", "0",
+        "--auto-aof-rewrite-percentage", "0", kind="valkey",
     )  # fmt: skip
     store = AofServer(server)
     try:
