@@ -19,6 +19,7 @@ One server (Valkey, for WAITAOF). CI runs one short round of each; ``FENCING_SOA
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -32,7 +33,7 @@ from ..support.faulty_servers import AofServer, aof_server
 from ..support.logs import read_records
 from ..support.polling import wait_until
 
-SOAK_ROUNDS = 20
+SOAK_ROUNDS = int(os.environ.get("FENCING_SOAK_ROUNDS", "20"))
 
 
 def cut_round(store: AofServer, seed: int, acks: str) -> dict[str, object]:

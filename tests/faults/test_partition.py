@@ -14,6 +14,7 @@ CI runs one short round (one cut of 2 s); ``FENCING_SOAK=1`` runs
 
 from __future__ import annotations
 
+import os
 import random
 import time
 
@@ -27,7 +28,7 @@ from ..support.fault_workloads import Candidates, Producers, max_overlap
 from ..support.faulty_servers import Link, partitioned_server
 from ..support.polling import wait_until
 
-SOAK_ROUNDS = 20
+SOAK_ROUNDS = int(os.environ.get("FENCING_SOAK_ROUNDS", "20"))
 LEASE = 1.0
 
 
