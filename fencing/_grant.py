@@ -16,6 +16,10 @@ class Grant:
     lease end in the Redis server's clock (milliseconds since the epoch), and
     ``incarnation`` identifies this row's history.
     ``new`` is False when the claim kept a grant this session already had.
+    ``lapsed_ms`` is how long the lease had already ended by server time when the renewal
+    that returned this grant extended it (0 when it had not): nobody claimed it meanwhile,
+    but anyone could have, and a holder that acted all along (an election's callbacks) did
+    so without a lease for that long.
 
     >>> g = Grant("journal", "orders/0", generation=1, token=1,
     ...           lease_expires_ms=0, incarnation="ab", new=True)
@@ -30,3 +34,4 @@ class Grant:
     lease_expires_ms: int
     incarnation: str
     new: bool
+    lapsed_ms: int = 0

@@ -67,6 +67,7 @@ TOPIC = "fencing.topic"
 PARTITION = "fencing.partition"
 OUTCOME = "fencing.outcome"
 KIND = "fencing.kind"
+CAUSE = "fencing.cause"
 GROUP = "fencing.group"
 ELECTION = "fencing.election"
 SCRIPT = "fencing.script"
@@ -131,6 +132,12 @@ class Instruments:
         )
         self.lease_lost = counter(
             "fencing.lease.lost", "{lease}", "Leases lost for good (superseded or state lost)"
+        )
+        self.lapsed = counter(
+            "fencing.lease.lapsed",
+            "{lease}",
+            "Leases a renewal found ended by server time (the server's clock jumped, or the "
+            "holder was late)",
         )
         self.handover = histogram(
             "fencing.lease.handover.duration",
@@ -441,6 +448,11 @@ class LeaseMeter(_Outcomes):
     def lost(self) -> None:
         """Count a lease lost for good."""
         add(self._instruments.lease_lost, 1, self.kind)
+
+    def lapsed(self, cause: str) -> None:
+        """Count a lease a renewal found ended by server time (``server-clock``: its reply
+        came before the lease's end by the holder's clock; ``late``: the holder was late)."""
+        add(self._instruments.lapsed, 1, {**self.kind, CAUSE: cause})
 
     def claimed(self, outcome: str) -> None:
         """Count a claim's outcome."""

@@ -292,7 +292,7 @@ class Leadership:
                 return
             sent = time.monotonic()
             try:
-                await self._owner.renew(election.name)
+                renewed = await self._owner.renew(election.name)
             except (Fenced, StateLost) as exc:
                 self._lose(exc)  # (also ends a voluntary end's wait for on_elected)
                 return
@@ -303,6 +303,19 @@ class Leadership:
             except Exception:
                 log.exception("redis-fencing: election %r: renewal failed", election.name)
                 continue
+            lapsed_ms = renewed[election.name].lapsed_ms
+            if lapsed_ms > 0:
+                # The lease had ended by server time: another candidate could have been
+                # elected meanwhile, so the term is over (the renewal is released again).
+                self._lose(
+                    term_errors.lapsed(
+                        election.name,
+                        self.token,
+                        lapsed=lapsed_ms / 1000.0,
+                        server_clock=sent < self._deadline,
+                    )
+                )
+                return
             with self._lock:
                 slack = self._deadline - time.monotonic()
                 self._deadline = max(self._deadline, sent + election.renew_deadline)

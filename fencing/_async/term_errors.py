@@ -40,6 +40,30 @@ def deadline_passed(
     )
 
 
+def lapsed(election: str, token: int, *, lapsed: float, server_clock: bool) -> LeaseExpired:
+    """A renewal found the term's lease ended ``lapsed`` seconds ago by server time."""
+    if server_clock:
+        # Renewed within the renew deadline, which is below the ttl: only a server clock
+        # that ran ahead explains it.
+        why = (
+            f"the Redis server's clock jumped forward: the lease of the term of token "
+            f"{token} had ended by server time {lapsed:.3f}s before a renewal sent within "
+            "its renew deadline, so another candidate may have been elected meanwhile"
+        )
+    else:
+        why = (
+            f"the lease of the term of token {token} had ended by server time "
+            f"{lapsed:.3f}s before this process renewed it"
+        )
+    return LeaseExpired(
+        f"election {election!r}: {why}. Stop acting as leader; campaign again",
+        token=token,
+        expired_ago=lapsed,
+        group=ELECTION_GROUP,
+        resource=election,
+    )
+
+
 def granted_since(election: str, token: int, reason: LeaseExpired, view: RowView) -> Fenced:
     """The term ended here (``reason``), and the row shows a later term granted since."""
     return Fenced(

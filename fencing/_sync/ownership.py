@@ -18,6 +18,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import _protocol as protocol
@@ -126,6 +127,11 @@ class Ownership(ProcessBound, runtime.Ready):
         )
         if _calls is not None:
             _calls.attach(self._holdings, self._driver, self._budget, self.durability)
+        #: Per resource, when the lease ends by this holder's own clock (time.monotonic():
+        #: the send of the call that set it, plus the ttl), to tell a server clock that
+        #: jumped from a holder that was late.
+        self._due: dict[str, float] = {}
+        self._clock_warned = False
         self._closed = False
         self._bind_process()
 
@@ -190,6 +196,11 @@ class Ownership(ProcessBound, runtime.Ready):
         with telemetry.span("fencing.claim", {**self._meter.kind, **_CLAIM_SPAN}) as span:
             grants = self._claims.claim(targets, gen, wait=wait, deadline=deadline)
             span.set_attribute(telemetry.OUTCOME, "granted")
+        # (From now: earlier than the claim's last attempt was sent, so never later than
+        # the lease's real end.)
+        due = time.monotonic() + self.ttl - self._budget.timeout
+        for resource in grants:
+            self._due[resource] = due
         return grants
 
     def renew(self, resources: Iterable[str] | str | None = None) -> dict[str, Grant]:
@@ -227,12 +238,19 @@ class Ownership(ProcessBound, runtime.Ready):
                 self._meter.renewed("unavailable", time.monotonic() - sent)
                 errors.append(exc)
                 continue
-            self._meter.renewed("ok", time.monotonic() - sent)
+            received = time.monotonic()
+            self._meter.renewed("ok", received - sent)
             fenced = self._holdings.superseded(grant)
             if fenced is not None:
                 errors.append(fenced)
                 continue
-            renewed[target.resource] = self._update(grant, lease)
+            updated = self._update(grant, lease)
+            lapsed = lease.now_ms - grant.lease_expires_ms
+            if lapsed > 0:
+                updated = replace(updated, lapsed_ms=lapsed)
+                self._lapsed(target.resource, lapsed, received)
+            self._due[target.resource] = sent + self.ttl
+            renewed[target.resource] = updated
         if errors:
             raise _first(errors)
         return renewed
@@ -354,6 +372,29 @@ class Ownership(ProcessBound, runtime.Ready):
 
     def _held(self, resource: str) -> Grant:
         return self._holdings.held(resource)
+
+    def _lapsed(self, resource: str, lapsed_ms: int, received: float) -> None:
+        """A renewal found the lease on ``resource`` ended ``lapsed_ms`` ago by server time.
+        Its reply came back before the lease's end by this holder's own clock: the server's
+        clock jumped forward (an NTP step, a migrated VM), ending every lease on it at once;
+        otherwise this holder was late (paused, unreachable)."""
+        due = self._due.get(resource)
+        server_clock = due is not None and received < due
+        self._meter.lapsed("server-clock" if server_clock else "late")
+        own = self._meter.kind[telemetry.KIND] != "election"
+        if server_clock and own and not self._clock_warned:
+            # (An election ends the term and says so itself: one warning, not two.)
+            self._clock_warned = True
+            log.warning(
+                "redis-fencing: %r in group %r: the Redis server's clock jumped forward: the "
+                "lease had ended by server time %.3fs before this renewal, which came %.3fs "
+                "before the lease's end by this holder's clock; it was renewed (nobody "
+                "claimed it meanwhile), but any lease on that server may have ended early",
+                resource,
+                self.group,
+                lapsed_ms / 1000.0,
+                (due or received) - received,
+            )
 
     def _lose(self, grant: Grant, exc: FencingError) -> None:
         self._holdings.lose(grant, exc)
