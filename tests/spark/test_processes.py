@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 
 pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
@@ -24,7 +25,8 @@ from ..conftest import SOAK, ServerInfo
 from ..support.logs import read_records, topic_values
 from ..support.paths import ROOT
 from ..support.polling import wait_until
-from ..support.spark import duplicates
+from ..support.processes import kill_groups
+from ..support.spark import duplicates, sink_totals
 
 
 def _start(
@@ -122,7 +124,7 @@ def _kill_once_written(
         wait_until(lambda: written() >= written_at_least or driver.poll() is not None, timeout=240)
         assert driver.poll() is None, log.read_text()
     finally:
-        os.killpg(driver.pid, signal.SIGKILL)
+        kill_groups(driver.pid)  # the Python workers too: nothing writes after this
         driver.wait(30)
 
 
@@ -160,7 +162,7 @@ def test_a_pipeline_whose_driver_is_killed_at_any_point_copies_each_record_once(
 
 @pytest.mark.timeout(600)  # Spark drivers one after the other
 def test_a_pipeline_whose_checkpoint_is_deleted_resumes_after_what_its_sink_wrote(
-    server: ServerInfo, namespace: str, client: fencing.Client, tmp_path: Path
+    server: ServerInfo, namespace: str, client: fencing.Client, raw: redis.Redis, tmp_path: Path
 ) -> None:
     if server.kind == "valkey":
         pytest.skip("one server kind is enough for Spark drivers of their own: redis")
@@ -171,5 +173,16 @@ def test_a_pipeline_whose_checkpoint_is_deleted_resumes_after_what_its_sink_wrot
     # checkpoint is lost.
     _kill_once_written(args, tmp_path / "killed.log", client, 300)
     shutil.rmtree(checkpoint)
+    killed = sink_totals(raw, namespace, "events", 2, "pipeline")
+    present = len(topic_values(client, "events"))
+    # Past the offsets the sink recorded: the rows of the batch the kill cut short.
+    beyond = present - sum(offset + 1 for offset in killed.positions.values())
+    assert 0 <= beyond <= 200  # at most the one batch under way
     _run_to_the_end([*args, "recover"], tmp_path / "recovered.log")
     assert _copied(client) == expected
+    # The new lineage skipped exactly the rows past the recorded offsets: its source
+    # started where the sink stopped, not before (the ids alone would skip any repeat).
+    recovered = sink_totals(raw, namespace, "events", 2, "pipeline")
+    assert recovered.skipped - killed.skipped == beyond
+    last = {source.rsplit("/", 1)[1]: offset for source, offset in recovered.positions.items()}
+    assert last == {"0": 599, "1": 599}
