@@ -73,9 +73,16 @@ def _groups_below(pid: int) -> set[int]:
 
 
 def kill_groups(pid: int) -> None:
-    """SIGKILL the process group of ``pid`` and every group one of its descendants leads
-    (PySpark's daemon puts its Python workers in a group of their own: killing the driver's
-    group alone leaves a worker writing the task it holds), as a host that dies."""
-    for group in _groups_below(pid) | {os.getpgid(pid)}:
+    """SIGKILL ``pid`` (its whole group if it leads one) and every group one of its
+    descendants leads (PySpark's daemon puts its Python workers in a group of their own:
+    killing the driver's group alone leaves a worker writing the task it holds), as a host
+    that dies. A ``pid`` in another's group (an executor in its Spark worker's) goes alone."""
+    own = os.getpgid(pid)
+    groups = _groups_below(pid)
+    if own != pid:
+        groups.discard(own)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for group in groups:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(group, signal.SIGKILL)
