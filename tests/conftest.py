@@ -40,6 +40,7 @@ from fencing.faults import Proxy
 
 from .support.flavours import Api
 from .support.spark import spark  # noqa: F401 - the suite's Spark session, a fixture
+from .support.spark_cluster import standalone  # noqa: F401 - a standalone cluster, a fixture
 
 EXTERNAL_URL = os.environ.get("FENCING_TEST_REDIS_URL")
 #: The kinds every behaviour test runs on.

@@ -13,7 +13,8 @@ namespace listing skips it instead, lists the rest and names it (:class:`Skipped
 
 One module per view: :mod:`.topics` (topic metadata), :mod:`.partitions` (offsets,
 epochs, producers, PIDs), :mod:`.ownership` (ownership rows), :mod:`.elections`,
-:mod:`.groups` (consumer groups and their lag), :mod:`.namespace` (all of it at a glance);
+:mod:`.groups` (consumer groups and their lag), :mod:`.sinks` (the Spark sinks' totals per
+app id), :mod:`.namespace` (all of it at a glance);
 :mod:`.reading` holds what they share (bounded steps, reply decoding, the server's clock,
 keys of the wrong type).
 
@@ -42,6 +43,7 @@ from .partitions import (
     topic_status,
 )
 from .reading import LIST_LIMIT, UNKNOWN_TYPE, SkippedKey, server_time_ms
+from .sinks import SinkPartition, SinkStatus, spark_sinks
 from .topics import TopicMeta, topic_meta, topics
 
 __all__ = [
@@ -58,6 +60,8 @@ __all__ = [
     "OwnerRow",
     "PartitionStatus",
     "PidInfo",
+    "SinkPartition",
+    "SinkStatus",
     "SkippedKey",
     "TopicMeta",
     "TopicStatus",
@@ -68,6 +72,7 @@ __all__ = [
     "owners",
     "ownership_row",
     "server_time_ms",
+    "spark_sinks",
     "topic_meta",
     "topic_status",
     "topics",

@@ -1,5 +1,6 @@
 """``fencing status``: a namespace (topics, elections, consumer groups) or a topic
-(partitions, offsets, epochs, holders, producers, waiters, PIDs and consumer groups).
+(partitions, offsets, epochs, holders, producers, waiters, PIDs, consumer groups and Spark
+sinks).
 Read-only.
 
 >>> from fencing.cli import main
@@ -43,6 +44,11 @@ def register(add: AddCommand) -> None:
         "             NEXT - the first retained offset, where a consumer starts\n"
         "  OWNER      the member holding the partition's row (state live, lapsed or free),\n"
         "             its session, the row's fencing TOKEN and its LEASE\n"
+        "Spark sinks of a topic: one line per app id, over its partitions:\n"
+        "  QUERY          the streaming query that holds the app id (its lineage)\n"
+        "  LAST FINISHED  the last micro-batch whose write finished\n"
+        "  WRITTEN        rows its finished batches wrote\n"
+        "  SKIPPED        rows they skipped as written before (a replay, a new lineage)\n"
         "Without TOPIC: the topics, the elections (as 'fencing elections') and one line per\n"
         "consumer group and topic with the total lag. A key of another Redis type where\n"
         "redis-fencing keeps state (another program wrote it) is skipped and named in one\n"
@@ -64,9 +70,14 @@ def _status(args: argparse.Namespace) -> int:
         where = f"server {conn.where}"
         status = insp.topic_status(conn.r, conn.keys, args.topic, wanted, where=where)
         groups = insp.consumer_groups(conn.r, conn.keys, status.topic.name, wanted, where=where)
+        sinks = insp.spark_sinks(conn.r, conn.keys, status.topic.name, wanted, where=where)
     if args.json:
         print_json(
-            {**dataclasses.asdict(status), "groups": [dataclasses.asdict(g) for g in groups]}
+            {
+                **dataclasses.asdict(status),
+                "groups": [dataclasses.asdict(g) for g in groups],
+                "spark_sinks": [dataclasses.asdict(s) for s in sinks],
+            }
         )
         return 0
     meta = status.topic
@@ -79,6 +90,7 @@ def _status(args: argparse.Namespace) -> int:
     for p in status.partitions:
         _print_partition(p)
     _print_groups(groups)
+    _print_sinks(sinks)
     return 0
 
 
@@ -188,6 +200,26 @@ def _print_groups(groups: list[insp.GroupStatus]) -> None:
     table((*header, "TOKEN", "LEASE"), rows)
     for note in notes:
         print(note)
+
+
+def _print_sinks(sinks: list[insp.SinkStatus]) -> None:
+    """One line per app id of the Spark sinks that write the topic; none: nothing."""
+    if not sinks:
+        return
+    print(f"spark sinks: {len(sinks)}")
+    table(
+        ("APP", "QUERY", "LAST FINISHED", "WRITTEN", "SKIPPED"),
+        [
+            (
+                s.app_id,
+                s.query or "-",
+                "-" if s.finished_batch is None else f"batch {s.finished_batch}",
+                str(s.written),
+                str(s.skipped),
+            )
+            for s in sinks
+        ],
+    )
 
 
 def _print_partition(p: insp.PartitionStatus) -> None:

@@ -31,13 +31,13 @@ from .._sync.metadata import metadata_of
 from .._sync.topic import Topic
 from .._validate import check_int
 from ..errors import (
-    ConfigurationError,
     InvalidArgument,
     InvalidArgumentType,
     SinkError,
     StateLost,
     UnknownTopic,
 )
+from .columns import SinkColumns, select_columns, source_columns_of
 from .connect import connect_query_id, connect_root, connect_session_id, is_connect
 from .probe import check_executors, executor_error, fail, worker_failure
 from .rows import RowLayout
@@ -115,6 +115,13 @@ class ForeachBatchSink:
             ``spark_partition % partitions``.
         headers_cols: columns written as headers (name = column), as UTF-8 text unless binary.
         partition_col: an integer column naming the topic partition of each row.
+        source_columns: the columns holding each row's source topic, partition and offset
+            in a fencing topic (the ``fencing`` source's ``topic``, ``partition`` and
+            ``offset``, renamed), as the data source sink's ``sourceColumns`` option: each
+            record gets a message id of that position, and each finished batch records the
+            highest source offsets, so a lost checkpoint resumes as a new lineage whose
+            source starts with ``startingOffsets="afterSink:<topic>/<app_id>"``.
+        source_namespace: the namespace of that source topic (None: the sink's).
         chunk_records, chunk_bytes: the most rows and bytes per append call (capped by the
             topic's limits).
 
@@ -147,6 +154,8 @@ class ForeachBatchSink:
         namespace: str | None = None,
         partitions: int | None = None,
         new_lineage: bool = False,
+        source_columns: Sequence[str] | None = None,
+        source_namespace: str | None = None,
         query_id: str | None = None,
         chunk_records: int = 500,
         chunk_bytes: int = 1024 * 1024,
@@ -178,6 +187,15 @@ class ForeachBatchSink:
         self.key_col = key_col
         self.headers_cols = tuple(headers_cols)
         self.partition_col = partition_col
+        self.source_columns = source_columns_of(source_columns)
+        self.source_namespace = (
+            None
+            if source_namespace is None
+            else validate_name("source_namespace", source_namespace)
+        )
+        self._columns = SinkColumns(
+            value_col, key_col, self.headers_cols, partition_col, self.source_columns
+        )
         self.namespace = namespace
         self.new_lineage = new_lineage
         self.query_id = query_id
@@ -215,7 +233,7 @@ class ForeachBatchSink:
         started = time.monotonic()
         check_int("batch_id", batch_id)
         query_id = self._query_id(df.sparkSession, batch_id)
-        frame, layout = self._select(df)
+        frame, layout = select_columns(df, self._columns)
         if not self._executors_checked:
             check_executors(df.sparkSession)  # before anything touches Redis
             self._executors_checked = True
@@ -250,6 +268,7 @@ class ForeachBatchSink:
             self.chunk_records,
             self.chunk_bytes,
             self.lease_ttl,
+            self.source_namespace,
         )
         begun = self._begin(topic, lineage)
         if all(b.status == "done" for b in begun):
@@ -260,14 +279,19 @@ class ForeachBatchSink:
             if b.status == "lineage":
                 log.warning(
                     "redis-fencing spark sink: app_id %r starts a new lineage on topic %r with "
-                    "query %s after query %s (it began batch %d; new_lineage=True): every row "
-                    "this query's source reads is written again, also rows the old query "
-                    "wrote: start the source after what the old query read (startingOffsets)",
+                    "query %s after query %s (it began batch %d; new_lineage=True): %s",
                     self.app_id,
                     self.topic_name,
                     query_id,
                     b.stored_query,
                     b.stored_batch,
+                    "rows it already wrote are skipped by their message ids (source "
+                    "positions), and a source started with startingOffsets="
+                    f"'afterSink:{self.topic_name}/{self.app_id}' reads only what follows them"
+                    if self.source_columns is not None
+                    else "every row this query's source reads is written again, also rows "
+                    "the old query wrote: start the source after what the old query read "
+                    "(startingOffsets), or pass source_columns=",
                 )
                 break
         replay = any(b.status == "replay" for b in begun)
@@ -425,63 +449,6 @@ class ForeachBatchSink:
             metrics.spark_partitions,
             metrics.seconds,
         )
-
-    def _select(self, df: DataFrame) -> tuple[DataFrame, RowLayout]:
-        """The columns the records need, in a known order, checked against the schema."""
-        try:
-            from pyspark.sql import types  # noqa: PLC0415 - PySpark is an optional extra
-        except ImportError as exc:  # pragma: no cover - the spark extra is missing
-            raise ConfigurationError(
-                "fencing.spark needs PySpark: pip install 'redis-fencing[spark]'"
-            ) from exc
-        fields = {f.name: f.dataType for f in df.schema.fields}
-
-        def need(what: str, col: str, kinds: tuple[type, ...]) -> None:
-            if col not in fields:
-                raise InvalidArgument(
-                    f"{what} {col!r} is not a column of the micro-batch (columns: "
-                    f"{', '.join(fields)})"
-                )
-            if kinds and not isinstance(fields[col], kinds):
-                raise InvalidArgumentType(
-                    f"{what} {col!r} is a {fields[col].simpleString()} column; it must be "
-                    f"{' or '.join(k.__name__.removesuffix('Type').lower() for k in kinds)}: "
-                    "cast it in the query"
-                )
-
-        text_kinds = (types.StringType, types.BinaryType)
-        int_kinds = (types.IntegerType, types.LongType, types.ShortType, types.ByteType)
-        if self.value_col is not None:
-            need("value_col", self.value_col, text_kinds)
-        if self.key_col is not None:
-            need("key_col", self.key_col, text_kinds)
-        for col in self.headers_cols:
-            need("headers_cols", col, ())
-        if self.partition_col is not None:
-            need("partition_col", self.partition_col, int_kinds)
-        if self.value_col is None:
-            names = [f.name for f in df.schema.fields]
-            twice = sorted({n for n in names if names.count(n) > 1})
-            if twice:
-                raise InvalidArgument(
-                    f"the micro-batch has several columns named {', '.join(twice)}: the whole "
-                    "row as JSON needs distinct names; alias them (or pass value_col=)"
-                )
-            columns = tuple(fields)
-            frame = df
-        else:
-            wanted = [self.value_col, self.key_col, *self.headers_cols, self.partition_col]
-            columns = tuple(dict.fromkeys(c for c in wanted if c is not None))
-            frame = df.select(*columns)
-        at = columns.index
-        layout = RowLayout(
-            columns=columns,
-            value=None if self.value_col is None else at(self.value_col),
-            key=None if self.key_col is None else at(self.key_col),
-            headers=tuple((c, at(c)) for c in self.headers_cols),
-            partition=None if self.partition_col is None else at(self.partition_col),
-        )
-        return frame, layout
 
     def _open_topic(self) -> Topic:
         if self._topic is None:

@@ -1,14 +1,15 @@
 """A topic-to-topic pipeline in a process of its own, for the driver SIGKILL tests of the
 ``fencing`` connector.
 
-    python -m tests.spark.pipeline_worker URL NAMESPACE CHECKPOINT MAX_RECORDS [recover]
+    python -m tests.spark.pipeline_worker URL NAMESPACE CHECKPOINT MAX_RECORDS [recover] [MASTER]
 
 Reads topic ``orders`` with ``readStream.format("fencing")`` (at most MAX_RECORDS records a
 micro-batch) and writes each record's value, keyed by its partition, to topic ``events``
 with ``writeStream.format("fencing")``, naming each row's source position
 (``sourceColumns``), up to what ``orders`` held when it started (``Trigger.AvailableNow``).
 With ``recover``, the documented recovery from a lost checkpoint: a new lineage whose source
-starts after what the sink wrote. Prints DONE at the end.
+starts after what the sink wrote. MASTER (``spark://...``): on that standalone cluster,
+else ``local[2]``. Prints DONE at the end.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ import sys
 import fencing.spark
 
 from ..support.spark import make_session
+from ..support.spark_cluster import cluster_session
 
 
 def main() -> None:
     url, namespace, checkpoint, max_records = sys.argv[1:5]
-    recover = sys.argv[5:] == ["recover"]
-    spark = make_session("local[2]")
+    rest = sys.argv[5:]
+    recover = "recover" in rest
+    masters = [a for a in rest if a.startswith("spark://")]
+    spark = cluster_session(masters[0]) if masters else make_session("local[2]")
     fencing.spark.register(spark)
     source = (
         spark.readStream.format("fencing")

@@ -40,12 +40,6 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.spark_cluster]
 PER_FILE, KILL_AT = 20_000, 15_000
 
 
-@pytest.fixture(scope="session")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
-    with StandaloneCluster.start(tmp_path_factory.mktemp("spark-standalone"), workers=2) as c:
-        yield c
-
-
 @pytest.fixture(scope="module")
 def spark(standalone: StandaloneCluster) -> Iterator[Any]:
     session = standalone.session()

@@ -12,9 +12,11 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
 
 pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
@@ -24,7 +26,8 @@ from ..conftest import SOAK, ServerInfo
 from ..support.logs import read_records, topic_values
 from ..support.paths import ROOT
 from ..support.polling import wait_until
-from ..support.spark import duplicates
+from ..support.processes import kill_groups
+from ..support.spark import duplicates, sink_totals
 
 
 def _start(
@@ -110,9 +113,14 @@ def _copied(client: fencing.Client) -> dict[int, list[bytes]]:
 
 
 def _kill_once_written(
-    args: list[str], log: Path, client: fencing.Client, written_at_least: int
+    args: list[str],
+    log: Path,
+    client: fencing.Client,
+    written_at_least: int,
+    executors: Callable[[], list[int]] = list,
 ) -> None:
-    """Start the pipeline and kill its driver once events holds that many records."""
+    """Start the pipeline and kill its driver once events holds that many records, with
+    its Python workers, and the ``executors`` (JVMs of a cluster's workers) with theirs."""
 
     def written() -> int:
         return len(topic_values(client, "events")) if "events" in client.topics() else 0
@@ -122,7 +130,9 @@ def _kill_once_written(
         wait_until(lambda: written() >= written_at_least or driver.poll() is not None, timeout=240)
         assert driver.poll() is None, log.read_text()
     finally:
-        os.killpg(driver.pid, signal.SIGKILL)
+        # The Python workers too: nothing writes after this.
+        for pid in [driver.pid, *executors()]:
+            kill_groups(pid)
         driver.wait(30)
 
 
@@ -158,18 +168,42 @@ def test_a_pipeline_whose_driver_is_killed_at_any_point_copies_each_record_once(
     assert _copied(client) == expected
 
 
+def check_recovery(
+    client: fencing.Client,
+    raw: redis.Redis,
+    namespace: str,
+    args: list[str],
+    folder: Path,
+    executors: Callable[[], list[int]] = list,
+) -> None:
+    """Kill a pipeline once it wrote some batches, delete its checkpoint, recover it as a
+    new lineage whose source starts afterSink, and check that it copied each record once,
+    skipping exactly the rows past the offsets the sink recorded."""
+    expected = _orders(client, 1200)
+    # Killed after its first batches: wherever the kill lands (mid-batch too), then the
+    # checkpoint is lost.
+    _kill_once_written(args, folder / "killed.log", client, 300, executors)
+    shutil.rmtree(args[2])
+    killed = sink_totals(raw, namespace, "events", 2, "pipeline")
+    present = len(topic_values(client, "events"))
+    # Past the offsets the sink recorded: the rows of the batch the kill cut short.
+    beyond = present - sum(offset + 1 for offset in killed.positions.values())
+    assert 0 <= beyond <= 200  # at most the one batch under way
+    _run_to_the_end([*args, "recover"], folder / "recovered.log")
+    assert _copied(client) == expected
+    # The new lineage skipped exactly the rows past the recorded offsets: its source
+    # started where the sink stopped, not before (the ids alone would skip any repeat).
+    recovered = sink_totals(raw, namespace, "events", 2, "pipeline")
+    assert recovered.skipped - killed.skipped == beyond
+    last = {source.rsplit("/", 1)[1]: offset for source, offset in recovered.positions.items()}
+    assert last == {"0": 599, "1": 599}
+
+
 @pytest.mark.timeout(600)  # Spark drivers one after the other
 def test_a_pipeline_whose_checkpoint_is_deleted_resumes_after_what_its_sink_wrote(
-    server: ServerInfo, namespace: str, client: fencing.Client, tmp_path: Path
+    server: ServerInfo, namespace: str, client: fencing.Client, raw: redis.Redis, tmp_path: Path
 ) -> None:
     if server.kind == "valkey":
         pytest.skip("one server kind is enough for Spark drivers of their own: redis")
-    expected = _orders(client, 1200)
-    checkpoint = tmp_path / "ck"
-    args = [server.url, namespace, str(checkpoint), "200"]
-    # Killed after its first batches: wherever the kill lands (mid-batch too), then the
-    # checkpoint is lost.
-    _kill_once_written(args, tmp_path / "killed.log", client, 300)
-    shutil.rmtree(checkpoint)
-    _run_to_the_end([*args, "recover"], tmp_path / "recovered.log")
-    assert _copied(client) == expected
+    args = [server.url, namespace, str(tmp_path / "ck"), "200"]
+    check_recovery(client, raw, namespace, args, tmp_path)

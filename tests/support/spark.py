@@ -1,5 +1,5 @@
-"""The suite's local PySpark session (the ``spark`` fixture), and the duplicates a read-back
-holds.
+"""The suite's local PySpark session (the ``spark`` fixture), the duplicates a read-back
+holds, and the totals a fencing sink's state keeps.
 
 Executors are Python workers of this very interpreter (PYSPARK_PYTHON), on ``local[2,4]``:
 two cores, and a failed task is retried up to 4 times, as on a cluster. One session serves
@@ -16,9 +16,13 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import redis
+
+from fencing._keys import Keys
 
 from .paths import ROOT
 
@@ -92,3 +96,32 @@ def spark_conf(session: Any, settings: dict[str, str]) -> Iterator[None]:
                 session.conf.unset(key)
             else:
                 session.conf.set(key, value)
+
+
+@dataclass(frozen=True)
+class SinkTotals:
+    """What a fencing sink's state holds for one app over a topic's partitions: rows
+    written and skipped (``tw``, ``tk``) and the highest source offset per source."""
+
+    written: int
+    skipped: int
+    positions: dict[str, int]
+
+
+def sink_totals(
+    raw: redis.Redis, namespace: str, topic: str, partitions: int, app_id: str
+) -> SinkTotals:
+    """The sink state of ``app_id`` on ``topic``, summed over its partitions."""
+    written = skipped = 0
+    positions: dict[str, int] = {}
+    for p in range(partitions):
+        state = {
+            k.decode(): int(v)
+            for k, v in raw.hgetall(Keys(namespace).partition(topic, p).sink(app_id)).items()
+            if k in (b"tw", b"tk") or k.startswith(b"o:")
+        }
+        written += state.pop("tw", 0)
+        skipped += state.pop("tk", 0)
+        for field, offset in state.items():
+            positions[field[2:]] = max(offset, positions.get(field[2:], -1))
+    return SinkTotals(written, skipped, positions)

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .paths import ROOT
 from .polling import wait_until
 from .spark import SPARK_CONF
@@ -129,6 +131,29 @@ class _Daemon:
             break
 
 
+def cluster_session(master_url: str, memory: str = "512m") -> Any:
+    """A SparkSession of this process on the standalone cluster at ``master_url``: one
+    executor per worker (one core, ``memory``), each task retried up to 4 times on
+    failure."""
+    os.environ.update(
+        {k: v for k, v in executor_env().items() if k.startswith(("PYSPARK_", "PYTHONPATH"))}
+    )
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - after PYSPARK_PYTHON is set
+
+    builder = SparkSession.builder.master(master_url).appName("fencing-cluster-tests")
+    conf = SPARK_CONF | {
+        "spark.executor.memory": memory,
+        "spark.executor.cores": "1",
+        "spark.task.maxFailures": "4",
+        "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
+    }
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
 @dataclass
 class StandaloneCluster:
     """A standalone master and its workers (one core each), on 127.0.0.1."""
@@ -153,9 +178,12 @@ class StandaloneCluster:
                 [
                     spark_class,
                     "org.apache.spark.deploy.master.Master",
-                    "--host", "127.0.0.1",
-                    "--port", str(port),
-                    "--webui-port", str(web_port),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(web_port),
                 ],
                 folder,
                 DAEMON_ENV,
@@ -170,11 +198,16 @@ class StandaloneCluster:
                         [
                             spark_class,
                             "org.apache.spark.deploy.worker.Worker",
-                            "--host", "127.0.0.1",
-                            "--webui-port", str(free_port()),
-                            "--cores", "1",
-                            "--memory", memory,
-                            "--work-dir", str(work),
+                            "--host",
+                            "127.0.0.1",
+                            "--webui-port",
+                            str(free_port()),
+                            "--cores",
+                            "1",
+                            "--memory",
+                            memory,
+                            "--work-dir",
+                            str(work),
                             cluster.master_url,
                         ],
                         folder,
@@ -203,25 +236,8 @@ class StandaloneCluster:
         return int(state.get("aliveworkers", 0))
 
     def session(self, memory: str = "512m") -> Any:
-        """A SparkSession of this process on the cluster: one executor per worker (one
-        core, ``memory``), each task retried up to 4 times on failure."""
-        os.environ.update(
-            {k: v for k, v in executor_env().items() if k.startswith(("PYSPARK_", "PYTHONPATH"))}
-        )
-        from pyspark.sql import SparkSession  # noqa: PLC0415 - after PYSPARK_PYTHON is set
-
-        builder = SparkSession.builder.master(self.master_url).appName("fencing-cluster-tests")
-        conf = SPARK_CONF | {
-            "spark.executor.memory": memory,
-            "spark.executor.cores": "1",
-            "spark.task.maxFailures": "4",
-            "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
-        }
-        for k, v in conf.items():
-            builder = builder.config(k, v)
-        session = builder.getOrCreate()
-        session.sparkContext.setLogLevel("ERROR")
-        return session
+        """A SparkSession of this process on the cluster (see :func:`cluster_session`)."""
+        return cluster_session(self.master_url, memory)
 
     def executor_pids(self) -> list[int]:
         """The executor JVMs (CoarseGrainedExecutorBackend) the workers run now."""
@@ -287,3 +303,10 @@ class ConnectServer:
     def _started(self) -> bool:
         self.daemon.check_running()
         return "Spark Connect server started at" in self.daemon.text()
+
+
+@pytest.fixture(scope="session")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A standalone master and two workers for the tests that ask for one."""
+    with StandaloneCluster.start(tmp_path_factory.mktemp("spark-standalone"), workers=2) as c:
+        yield c
