@@ -9,10 +9,13 @@ full script; the fast path alone (its include by itself, answering an error wher
 hand over); the general path alone (the script without the fast path's include: what every
 send cost before the fast path, with the same arguments). All run against the same kind of
 call, alternating, in one process; INFO commandstats gives the server's own microseconds per
-call. The producer is SHARED and idempotent (the default, as in ``bench.coalesce``); one
+call, and the Redis calls the script makes per call (every command counted there but the
+EVALSHA itself). The producer is SHARED and idempotent (the default, as in ``bench.coalesce``); one
 more row sends the full script for an EXCLUSIVE holder (which also extends its lease on
 every send), and one on a topic whose duplicate window is 1,000 batches instead of 5 (the
-per-send work must not grow with the window).
+per-send work must not grow with the window), and two send a message id with each record (a
+single send of one record, whose id is new, and a batch of 10 such records in one caller's
+call).
 
 The steps of the fast path are chosen by the arguments, not by cutting the script: the fast
 path alone is sent calls it declines at one step (another partition incarnation, another
@@ -47,6 +50,8 @@ EXCLUSIVE = "full script, EXCLUSIVE holder"
 FAST = "fast path alone"
 GENERAL = "general path alone (the script without its fast path)"
 WIDE = "full script, duplicate window of 1000 batches"
+IDS = "full script, one record with a new message id"
+IDS10 = "full script, 10 records with new message ids, one caller's call"
 NOOP = "no-op with the same arguments"
 DECLINED = "FAST_PATH_DECLINED"
 
@@ -57,7 +62,9 @@ DECLINES = {
     "fast path alone, declining at the PID check": "sequence",
 }
 #: The rows whose calls write (their sequence moves on); the others are sent one call.
-WRITES = (FULL, EXCLUSIVE, FAST, GENERAL, WIDE)
+WRITES = (FULL, EXCLUSIVE, FAST, GENERAL, WIDE, IDS, IDS10)
+#: Records per call with message ids, by row.
+WITH_IDS = {IDS: 1, IDS10: 10}
 
 
 def variants() -> dict[str, str]:
@@ -66,7 +73,7 @@ def variants() -> dict[str, str]:
     fast = script_of_includes(
         "append", 9, ["append_fast"], f"return redis.error_reply('{DECLINED}')\n"
     ).source
-    out = {FULL: full, EXCLUSIVE: full, WIDE: full, FAST: fast}
+    out = {FULL: full, EXCLUSIVE: full, WIDE: full, FAST: fast, IDS: full, IDS10: full}
     out.update(dict.fromkeys(DECLINES, fast))
     out[GENERAL] = script_without("append", "append_fast").source
     out[NOOP] = "return '0 0 0 0 0'"
@@ -94,11 +101,23 @@ def main() -> None:
             standing = producer._queues[0].standing
             # A call that writes moves the sequence on; the others are sent the next one.
             writes = name in WRITES
-            counter: Iterator[int] = iter(range(1, 10**9)) if writes else itertools.repeat(1)
+            ids = WITH_IDS.get(name, 0)
+            counter: Iterator[int] = (
+                iter(range(1, 10**9, max(ids, 1))) if writes else itertools.repeat(1)
+            )
             wrong = DECLINES.get(name, "")
 
-            def make(t=topic, st=standing, seq=counter, wrong=wrong) -> protocol.ScriptCall[object]:  # type: ignore[no-untyped-def]
-                batch = protocol.topic.encode_batch([fencing.Record(b"x" * 100)], t.limits)
+            def make(  # type: ignore[no-untyped-def]
+                t=topic, st=standing, seq=counter, wrong=wrong, ids=ids
+            ) -> protocol.ScriptCall[object]:
+                first = next(seq)
+                records = [fencing.Record(b"x" * 100)]
+                if ids:
+                    records = [
+                        fencing.Record(b"x" * 100, message_id=f"in/{first + i:012d}")
+                        for i in range(ids)
+                    ]
+                batch = protocol.topic.encode_batch(records, t.limits)
                 writer = st.writer
                 if wrong == "epoch":
                     writer = replace(writer, epoch=writer.epoch + 1)
@@ -111,12 +130,16 @@ def main() -> None:
                     expected_offset=None,
                     writer=writer,
                     sequenced=protocol.topic.Sequenced(
-                        st.generation, next(seq) + (1 if wrong == "sequence" else 0), None, ""
+                        st.generation,
+                        first + (1 if wrong == "sequence" else 0),
+                        None,
+                        "",
                     ),
                 )
 
             calls[name] = make
         usec: dict[str, list[float]] = {name: [] for name in sources}
+        inner: dict[str, list[float]] = {name: [] for name in sources}
         for _ in range(12):
             for name in sources:
                 r.config_resetstat()
@@ -131,10 +154,22 @@ def main() -> None:
                             raise
                     else:
                         assert name not in DECLINES, f"{name}: the fast path took the call"
-                usec[name].append(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
-        print(f"server: {s.kind} {s.version}; median server microseconds per call")
+                stats = r.info("commandstats")
+                usec[name].append(stats["cmdstat_evalsha"]["usec_per_call"])
+                # (config_resetstat runs through the connection, not the script.)
+                made = sum(
+                    v["calls"]
+                    for k, v in stats.items()
+                    if k not in ("cmdstat_evalsha", "cmdstat_config")
+                )
+                inner[name].append(made / stats["cmdstat_evalsha"]["calls"])
+        print(
+            f"server: {s.kind} {s.version}; median server microseconds per call, "
+            "Redis calls from Lua per call"
+        )
         for name, values in sorted(usec.items(), key=lambda kv: statistics.median(kv[1])):
-            print(f"  {statistics.median(values):7.1f}  {name}")
+            made = statistics.median(inner[name])
+            print(f"  {statistics.median(values):7.1f}  {made:5.1f}  {name}")
         client.close()
 
 

@@ -19,6 +19,10 @@
   A layout argument is "<shapes>" without ids, "<shapes>|<unit sizes>" with them: one
   shape character per record ('0'..'7': bit 1 a key, bit 2 headers, bit 4 an id, whose part
   comes last), then the record count of each caller's call, comma-separated, in order.
+
+  The append's fast path (append_fast.lua) does what judge_units and remember_ids do for one
+  caller's call whose ids are all new, inline: a change here is a change there
+  (tests/topics/test_append_paths.py holds the two to the same replies and writes).
 ]]
 --- @include "common"
 

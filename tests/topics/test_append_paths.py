@@ -102,6 +102,8 @@ class Paths:
                 out.append(sorted(self.raw.hgetall(key).items()))
             elif kind == b"stream":
                 out.append(self.raw.xrange(key))
+            elif kind == b"list":
+                out.append(self.raw.lrange(key, 0, -1))
             elif kind == b"zset":
                 out.append(self.raw.zrange(key, 0, -1, withscores=True))
             elif kind == b"none":
@@ -229,7 +231,11 @@ def opened(
     mode: AccessMode = AccessMode.SHARED,
     **options: Any,
 ) -> Callable[..., Sender]:
-    topic_options = {k: options.pop(k) for k in ("max_len",) if k in options}
+    topic_options = {
+        k: options.pop(k)
+        for k in ("max_len", "message_id_window", "message_id_ttl")
+        if k in options
+    }
     topic = client.topic(name, partitions=1, **topic_options)
 
     def make(**more: Any) -> Sender:
@@ -427,6 +433,112 @@ def test_other_producers(paths: Paths, client: fencing.Client) -> None:
     paths.raw.hdel(names, "writer")
     paths.check(named.call(), "fast")
     paths.raw.hset(names, "writer", held)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _ids(*ids: str, shapes: bool = False) -> list[fencing.Record]:
+    """Records with these message ids; with ``shapes``, every record shape in turn."""
+    if not shapes:
+        return [fencing.Record(b"v-" + i.encode(), message_id=i) for i in ids]
+    return [replace(RECORDS[j % len(RECORDS)], message_id=i) for j, i in enumerate(ids)]
+
+
+def test_message_ids(paths: Paths, client: fencing.Client, raw: redis.Redis) -> None:
+    for idempotent in (True, False):
+        s = opened(client, f"ids-{idempotent}")(idempotent=idempotent)
+        pk = s.pk
+        # The first records of a partition: general; then one caller's call whose ids are
+        # all new is fast, one record or every shape.
+        paths.check(s.call(_ids("a")), "general")
+        s.sent()
+        assert paths.check(s.call(_ids("b")), "fast").startswith("reply: b'1 T 0 0 ")
+        s.sent()
+        paths.check(s.call(_ids("c", "d", "e", "f", "g", shapes=True)), "fast")
+        s.sent(5)
+        paths.check(s.call(_ids("h", "h2")), "fast")
+        s.sent(2)
+        # A known id, every id known, some known: the general path's (answered, refused).
+        assert " 0:1:" in paths.check(s.call(_ids("b")), "general")
+        s.sent()
+        answer = paths.check(s.call(_ids("b", "c")), "general")
+        assert " 0:1:" in answer and ",1:2:" in answer
+        s.sent(2)
+        assert "DUPLICATE_MESSAGE_ID" in paths.check(s.call(_ids("c", "new")), "general")
+        # An aged entry is not known, but judging it is the general path's.
+        offset, epoch, _ = raw.hget(pk.message_ids, "a").decode().split(" ")  # type: ignore[union-attr]
+        raw.hset(pk.message_ids, "a", f"{offset} {epoch} 1000")
+        assert paths.check(s.call(_ids("a")), "general").startswith("reply: b'9 T 0 0 ")
+        s.sent()
+        # Two callers' calls in one (group commit), or a record without an id: general.
+        call = s.call(_ids("i", "j"))
+        units = str(call.args[5]).replace("|2", "|1,1")
+        two = replace(call, args=(*call.args[:5], units, *call.args[6:]))
+        paths.check(two, "general")
+        s.sent(2)
+        mixed = [fencing.Record(b"no id"), *_ids("k")]
+        paths.check(s.call(mixed), "general")
+        s.sent(2)
+        paths.check(s.call(_ids("l")), "fast")
+        s.sent()
+        # Keys of another type: refused by the general path.
+        for key in (pk.message_ids, pk.message_id_queue):
+            c = s.call(_ids("m"))
+            before = paths.dump(c.keys)
+            raw.delete(key)
+            raw.set(key, "x")
+            assert "WRONG_TYPE" in paths.check(c, "general")
+            paths.restore(c.keys, before)
+
+
+def test_message_id_window(paths: Paths, client: fencing.Client, raw: redis.Redis) -> None:
+    """A full window forgets its oldest ids by count, then a few past their age, on the fast
+    path as on the general one."""
+    s = opened(client, "idwin", message_id_window=3)()
+    pk = s.pk
+    paths.check(s.call(_ids("a")), "general")
+    s.sent()
+    for batch in (("b", "c"), ("d",), ("e", "f", "g", "h")):
+        paths.check(s.call(_ids(*batch)), "fast")
+        s.sent(len(batch))
+        assert raw.llen(pk.message_id_queue) == min(3, s.seq)
+    assert sorted(raw.hkeys(pk.message_ids)) == [b"f", b"g", b"h"]
+    # An id remembered again after it was forgotten is fast; a forgotten one too.
+    paths.check(s.call(_ids("a")), "fast")
+    s.sent()
+
+    def aged(ages: list[int]) -> None:
+        """Backdates the queue's entries (and their ids) by ``ages`` hours, oldest first."""
+        now = paths.time_ms()
+        entries = [_text(e).split(" ", 2) for e in raw.lrange(pk.message_id_queue, 0, -1)]
+        raw.delete(pk.message_id_queue)
+        for (_, o, mid), hours in zip(entries, ages, strict=True):
+            t = now - hours * 3_600_000
+            raw.rpush(pk.message_id_queue, f"{t} {o} {mid}")
+            e = raw.hget(pk.message_ids, mid).decode().split(" ")  # type: ignore[union-attr]
+            raw.hset(pk.message_ids, mid, f"{e[0]} {e[1]} {t}")
+
+    # Past their age with room in the window: the aged head goes (a few per call).
+    head = raw.lpop(pk.message_id_queue)
+    raw.hdel(pk.message_ids, head.decode().split(" ")[2])  # type: ignore[union-attr]
+    aged([2, 2])
+    c = s.call(_ids("x"))
+    before = paths.dump(c.keys)
+    paths.check(c, "fast")
+    assert _text(raw.lrange(pk.message_id_queue, 0, -1)[0]).endswith(" x")
+    paths.restore(c.keys, before)
+    # Pushed out by the count, and the next past its age: both forgotten.
+    paths.check(s.call(_ids("y", "z")), "fast")
+    s.sent(2)
+    assert raw.lrange(pk.message_id_queue, 0, -1) and raw.hlen(pk.message_ids) == 2
+    # An entry whose id was remembered again since forgets nothing.
+    aged([0, 0])
+    raw.lset(pk.message_id_queue, 0, "1000 0 z")
+    paths.check(s.call(_ids("w", "v")), "fast")
+    s.sent(2)
+    assert raw.hexists(pk.message_ids, "z")
 
 
 def test_retention(paths: Paths, client: fencing.Client) -> None:
