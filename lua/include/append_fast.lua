@@ -188,7 +188,7 @@ do
             -- window's count, then a few past its age).
             local fields, entries, tail = {}, {}, ' ' .. epoch .. ' ' .. ts
             for j = 1, n do
-              local o = next_offset + j - 1 .. ''
+              local o = string.format('%d', next_offset + j - 1)
               fields[2 * j - 1], fields[2 * j] = ids[j], o .. tail
               entries[j] = ts .. ' ' .. o .. ' ' .. ids[j]
             end

@@ -166,13 +166,12 @@ local function remember_ids(ids, queue, at, answered, next_offset, n, ep, ts, no
     ttl_ms)
   local spread = unpack or table.unpack
   local fields, entries, nf, ne = {}, {}, 0, 0
-  -- (Offsets are integers below 2^53: concatenation writes their digits, as '%d' does.)
   local tail, offset = ' ' .. ep .. ' ' .. ts, next_offset
   for i = 1, n do
     if not answered[i] then
       local p = at[i]
       if p then
-        local id, o = ARGV[p], offset .. ''
+        local id, o = ARGV[p], string.format('%d', offset)
         fields[nf + 1], fields[nf + 2], nf = id, o .. tail, nf + 2
         ne = ne + 1
         entries[ne] = ts .. ' ' .. o .. ' ' .. id
