@@ -1,6 +1,7 @@
 """The Spark sinks that write a topic: per app id, the rows its finished batches wrote and
-skipped as written before, and the last batch it finished, from the sink state each
-partition keeps (``<ns>:{<topic>/<p>}:sink:<app>``, see ``lua/include/sink.lua``).
+skipped as written before, the last batch it finished, and per partition the sessions of
+the Spark workers' shared producers that wrote it (its task producers), from the sink state
+each partition keeps (``<ns>:{<topic>/<p>}:sink:<app>``, see ``lua/include/sink.lua``).
 
 >>> import redis
 >>> from fencing._keys import Keys
@@ -19,7 +20,7 @@ import redis
 
 from .._keys import NAME_RE, Keys, encode_resource
 from .._text import text
-from .reading import PIPELINE_CHUNK, SCAN_COUNT, Reads, partition_key, to_int
+from .reading import PIPELINE_CHUNK, SCAN_COUNT, Reads, decode_hash, partition_key, to_int
 from .topics import topic_meta, wanted_partitions
 
 
@@ -27,7 +28,9 @@ from .topics import topic_meta, wanted_partitions
 class SinkPartition:
     """An app's sink state on one partition: its query (lineage) and the query it took the
     app over from here (``""``: none), the batch begun last, the last batch finished (None:
-    none yet), rows written and skipped (``tw``, ``tk``)."""
+    none yet), rows written and skipped (``tw``, ``tk``), and the sessions of its task
+    producers (``w:<session>``: Spark workers' shared producers, sorted), kept until the
+    finishing of a batch finds their lease lapsed."""
 
     partition: int
     query: str
@@ -36,6 +39,7 @@ class SinkPartition:
     finished_batch: int | None
     written: int
     skipped: int
+    task_producers: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +89,10 @@ def spark_sinks(
         for app, p in chunk:
             pk = keys.partition(meta.name, p)
             state = partition_key(pk, pk.sink(app), "hash", f"Spark sink state of app {app!r}")
-            reads.hmget(state, ["q", "b", "c", "p", "tw", "tk"])
+            reads.hgetall(state)
         for (app, p), reply in zip(chunk, reads.execute(), strict=True):
-            q, b, c, took, tw, tk = (None if v is None else text(v) for v in reply)
+            fields = decode_hash(reply)
+            q, b, c, took, tw, tk = (fields.get(f) for f in ("q", "b", "c", "p", "tw", "tk"))
             if q is None and tw is None:
                 continue  # removed since the SCAN
             states.setdefault(app, []).append(
@@ -99,6 +104,7 @@ def spark_sinks(
                     finished_batch=None if c in (None, "", "-1") else to_int(c),
                     written=to_int(tw),
                     skipped=to_int(tk),
+                    task_producers=sorted(f[2:] for f in fields if f.startswith("w:")),
                 )
             )
     return [_app(app, parts) for app, parts in sorted(states.items())]

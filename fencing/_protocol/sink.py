@@ -1,4 +1,5 @@
-"""Script calls of the Spark sink: begin, append a chunk, finish a micro-batch. No I/O.
+"""Script calls of the Spark sink: begin, enlist a worker's producer, append a chunk,
+finish a micro-batch. No I/O.
 
 A micro-batch is identified by its :class:`Lineage` (app id, query id, batch id and the
 batch's Spark partition count). Each row carries its index within its Spark partition and a
@@ -19,6 +20,7 @@ from .._lua_loader import script
 from .._text import text
 from ..errors import CheckpointReset, FencingError, NondeterministicBatch, SinkError
 from .base import ErrorReply, ScriptCall
+from .partition_errors import partition_errors
 from .producer import producer_errors
 from .topic import EncodedBatch, Writer
 
@@ -231,7 +233,8 @@ def finish(
 ) -> ScriptCall[int]:
     """Mark a micro-batch finished on one partition (every task succeeded): ``written`` and
     ``skipped`` are its rows here, added to the app's totals; ``positions`` the highest
-    source offset the batch wrote per source (:func:`source_of`), kept at their highest."""
+    source offset the batch wrote per source (:func:`source_of`), kept at their highest.
+    The app's task producers (:func:`enlist`) whose lease lapsed are removed there."""
     args: list[str | int] = [
         incarnation,
         lineage.query_id,
@@ -244,10 +247,24 @@ def finish(
         args.extend((source, offset))
     return ScriptCall(
         script=script("sink_commit"),
-        keys=(pk.meta, pk.sink(lineage.app_id)),
+        keys=(pk.meta, pk.sink(lineage.app_id), pk.shared),
         args=tuple(args),
         parse=int,
         error=sink_errors(pk, lineage),
+    )
+
+
+def enlist(
+    pk: PartitionKeys, app_id: str, *, incarnation: str, session: str, producer_id: str
+) -> ScriptCall[bool]:
+    """Record a worker's shared producer as a task producer of ``app_id`` on one partition
+    (False: no batch of the app begun there, or the producer not registered there)."""
+    return ScriptCall(
+        script=script("sink_enlist"),
+        keys=(pk.meta, pk.sink(app_id), pk.shared),
+        args=(incarnation, session, producer_id),
+        parse=lambda reply: int(reply) == 1,
+        error=partition_errors(pk),
     )
 
 
@@ -314,6 +331,7 @@ __all__ = [
     "append",
     "begin",
     "chain",
+    "enlist",
     "finish",
     "source_message_id",
     "source_of",

@@ -49,6 +49,10 @@ def register(add: AddCommand) -> None:
         "  LAST FINISHED  the last micro-batch whose write finished\n"
         "  WRITTEN        rows its finished batches wrote\n"
         "  SKIPPED        rows they skipped as written before (a replay, a new lineage)\n"
+        "A Spark worker's shared producer that wrote an app and whose lease lapsed (its tasks\n"
+        "finished, its worker went) is listed under its partition as one of the sink's lapsed\n"
+        "task producers, not among the shared producers; the next batch the app finishes\n"
+        "there removes it.\n"
         "Without TOPIC: the topics, the elections (as 'fencing elections') and one line per\n"
         "consumer group and topic with the total lag. A key of another Redis type where\n"
         "redis-fencing keeps state (another program wrote it) is skipped and named in one\n"
@@ -87,8 +91,13 @@ def _status(args: argparse.Namespace) -> int:
         + ("" if meta.ready else " (still being created)")
         + (f", guarded by election {meta.guard!r}" if meta.guard else "")
     )
+    tasks: dict[int, dict[str, str]] = {}
+    for sink in sinks:
+        for sp in sink.partitions:
+            for session in sp.task_producers:
+                tasks.setdefault(sp.partition, {})[session] = sink.app_id
     for p in status.partitions:
-        _print_partition(p)
+        _print_partition(p, tasks.get(p.partition, {}))
     _print_groups(groups)
     _print_sinks(sinks)
     return 0
@@ -222,7 +231,8 @@ def _print_sinks(sinks: list[insp.SinkStatus]) -> None:
     )
 
 
-def _print_partition(p: insp.PartitionStatus) -> None:
+def _print_partition(p: insp.PartitionStatus, tasks: dict[str, str]) -> None:
+    """One partition; ``tasks`` names the Spark sink app of each task producer there."""
     if not p.present:
         print(
             f"partition {p.partition}: METADATA MISSING - the server lost state; every handle "
@@ -240,11 +250,22 @@ def _print_partition(p: insp.PartitionStatus) -> None:
         h = p.holder
         holder = f"{h.label} (session {h.session[:8]}, lease {lease(h.lease_left_ms)})"
     print(f"  epoch {p.epoch}, mode {p.mode}, holder {holder}")
-    live = sum(1 for s in p.shared if s.live)
-    shared = ", ".join(f"{s.session[:8]} ({lease(s.lease_left_ms)})" for s in p.shared)
+    # A finished Spark task's producer is explained by its sink, not one more shared one.
+    done = [s for s in p.shared if not s.live and s.session in tasks]
+    others = [s for s in p.shared if s not in done]
+    live = sum(1 for s in others if s.live)
+    shared = ", ".join(f"{s.session[:8]} ({lease(s.lease_left_ms)})" for s in others)
     print(
-        f"  shared producers: {live} live of {p.shared_count}" + (f": {shared}" if shared else "")
+        f"  shared producers: {live} live of {p.shared_count - len(done)}"
+        + (f": {shared}" if shared else "")
     )
+    for app in sorted({tasks[s.session] for s in done}):
+        mine = [s for s in done if tasks[s.session] == app]
+        listed = ", ".join(f"{s.session[:8]} ({lease(s.lease_left_ms)})" for s in mine)
+        print(
+            f"  spark sink {app!r}: {len(mine)} lapsed task producer(s) of finished tasks, "
+            f"removed when the app finishes a batch here: {listed}"
+        )
     waiters = ", ".join(
         f"{i}. {w.session[:8]} ({lease(w.lease_left_ms)})" for i, w in enumerate(p.waiters, 1)
     )

@@ -1,6 +1,8 @@
 """A Spark Python worker's shared producers: one :class:`~fencing.Client` and one SHARED
 producer per (url, namespace, topic), made by the first task that writes there and reused by
-every later task of the worker. A producer no task used for :data:`IDLE_SECONDS` is closed
+every later task of the worker. The app ids whose sink state records a producer as a task
+producer (``w:<session>``, see ``lua/include/sink.lua``) are remembered with it, so each
+is recorded once per producer. A producer no task used for :data:`IDLE_SECONDS` is closed
 (its lease given back, its renewals stopped), as Spark's Kafka sink expires its cached
 producers: a worker outlives the query that opened it, and serves other jobs.
 """
@@ -27,6 +29,7 @@ class _Entry:
     topic: Topic
     producer: Producer
     used: float
+    apps: set[str]
 
 
 _lock = threading.Lock()
@@ -53,9 +56,23 @@ def shared_producer(
         handle = client.topic(topic)
         producer = handle.producer(lease_ttl=lease_ttl)
         producer.open()
-        _cache[key] = _Entry(client, handle, producer, time.monotonic())
+        _cache[key] = _Entry(client, handle, producer, time.monotonic(), set())
         _start_sweeper()
         return handle, producer
+
+
+def enlisted(producer: Producer, app_id: str) -> bool:
+    """Whether ``producer`` was recorded as a task producer of ``app_id`` already."""
+    with _lock:
+        return any(e.producer is producer and app_id in e.apps for e in _cache.values())
+
+
+def mark_enlisted(producer: Producer, app_id: str) -> None:
+    """Remember that ``producer`` is recorded as a task producer of ``app_id``."""
+    with _lock:
+        for entry in _cache.values():
+            if entry.producer is producer:
+                entry.apps.add(app_id)
 
 
 def forget(url: str | None, namespace: str | None, topic: str) -> None:

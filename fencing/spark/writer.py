@@ -159,6 +159,26 @@ def shared_producer(config: SinkConfig) -> tuple[Topic, Producer]:
     return producers.shared_producer(config.url, config.namespace, config.topic, config.lease_ttl)
 
 
+def enlist(topic: Topic, producer: Producer, app_id: str) -> None:
+    """Record this worker's producer as a task producer of ``app_id`` on every partition of
+    ``topic``, once per producer: its shared entry is then told apart by ``fencing status``
+    and removed by the finishing of a batch once its lease lapsed, also on the partitions
+    its tasks never wrote (a shared producer registers on all of them)."""
+    if producers.enlisted(producer, app_id):
+        return
+    meta = metadata_of(topic)
+    for t in range(topic.partitions):
+        pk, inc = meta.partition_keys(t), meta.incarnation_of(t)
+        fenced_call(
+            producer,
+            t,
+            lambda writer, pk=pk, inc=inc: protocol.sink.enlist(  # type: ignore[misc]
+                pk, app_id, incarnation=inc, session=writer.session, producer_id=writer.producer_id
+            ),
+        )
+    producers.mark_enlisted(producer, app_id)
+
+
 def forget(config: SinkConfig) -> None:
     """Drop this worker's topic and producer for ``config`` (the topic was deleted or made
     again): the next task opens it anew."""
@@ -204,6 +224,7 @@ def write_partition(
     it. Every chunk is deduplicated on the rows' indexes by the script.
     """
     topic, producer = shared_producer(config)
+    enlist(topic, producer, lineage.app_id)
     meta = metadata_of(topic)
     limits = topic.limits
     max_records = min(config.chunk_records, limits.max_batch_records)

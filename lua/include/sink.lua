@@ -20,9 +20,12 @@
         <incarnation>/<partition>" of the topic they were read from. A new lineage of the
         app (a lost checkpoint) starts its source after these
     tw, tk  rows the app's finished batches wrote here, and skipped as written before, in all
+    w:<session>  a shared producer of a Spark worker whose tasks wrote the app here (its
+        PID): `fencing status` tells its entry apart from other shared producers, and the
+        finishing of a batch removes it once its lease lapsed (drop_lapsed_writers)
   A new batch drops the previous batch's s<i> fields: Spark begins batch b + 1 only after it
-  committed batch b, so b is never replayed. The o: fields and tw, tk outlive batches and
-  lineages.
+  committed batch b, so b is never replayed. The o: and w: fields and tw, tk outlive batches
+  and lineages.
 ]]
 --- @include "common"
 
@@ -35,19 +38,51 @@ local function load_sink(key)
     c = tonumber(v[4] or '-1'), r = tonumber(v[5] or '0'), p = v[6]}
 end
 
--- Drops the batch's fields (everything but the o: fields and tw, tk), before the caller
--- writes the next batch's.
+-- Task producers whose lease is looked at per call at most (drop_lapsed_writers).
+local MAX_WRITERS = 100
+
+-- Drops the batch's fields (everything but the o: and w: fields and tw, tk), before the
+-- caller writes the next batch's.
 local function clear_sink(key)
   local names = redis.call('HKEYS', key)
   local gone = {}
   for _, name in ipairs(names) do
-    if string.sub(name, 1, 2) ~= 'o:' and name ~= 'tw' and name ~= 'tk' then
+    local head = string.sub(name, 1, 2)
+    if head ~= 'o:' and head ~= 'w:' and name ~= 'tw' and name ~= 'tk' then
       gone[#gone + 1] = name
     end
   end
   if #gone > 0 then
     redis.call('HDEL', key, (unpack or table.unpack)(gone))
   end
+end
+
+-- Removes the app's task producers that are gone from the partition's shared producers
+-- (closed, or removed there once lapsed) and those whose lease lapsed, with their shared
+-- entry: a Spark worker's producer outlives the tasks that used it, and nothing else
+-- removes a lapsed one until another producer opens here. At most MAX_WRITERS are looked
+-- at. Returns how many were removed.
+local function drop_lapsed_writers(key, shared, now)
+  local names = redis.call('HKEYS', key)
+  local seen, removed = 0, 0
+  for _, name in ipairs(names) do
+    if seen >= MAX_WRITERS then
+      break
+    end
+    if string.sub(name, 1, 2) == 'w:' then
+      seen = seen + 1
+      local session = string.sub(name, 3)
+      local expires = redis.call('ZSCORE', shared, session)
+      if not expires or tonumber(expires) <= now then
+        if expires then
+          redis.call('ZREM', shared, session)
+        end
+        redis.call('HDEL', key, name)
+        removed = removed + 1
+      end
+    end
+  end
+  return removed
 end
 
 -- The ARGV parts of a record of a layout shape (its character less 48, '0'..'7'): its

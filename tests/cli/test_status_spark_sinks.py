@@ -1,6 +1,8 @@
 """``fencing status TOPIC`` on the Spark sinks that write a topic: per app id, the query
 that holds it, the last batch it finished and its rows written and skipped, summed over the
-partitions, from sink state the sink's own scripts wrote (no Spark needed)."""
+partitions, from sink state the sink's own scripts wrote (no Spark needed); and under each
+partition, the app's task producers (Spark workers' shared producers) whose lease lapsed,
+apart from the other shared producers."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+import redis
 
 import fencing
 from fencing import _protocol as protocol
@@ -15,6 +18,7 @@ from fencing._protocol.sink import Lineage
 
 from ..conftest import ServerInfo
 from ..support.cli import at, run
+from ..support.clock import server_ms
 from ..support.internals import context_of, metadata_of
 
 
@@ -37,6 +41,20 @@ def _batch(
             pk, lineage, incarnation=inc, rows=written + skipped, written=written, skipped=skipped
         )
         _execute(client, done)
+
+
+def _enlist(client: fencing.Client, topic: fencing.Topic, app: str, session: str) -> bool:
+    """Record ``session`` as a task producer of ``app`` on partition 0, as a worker does."""
+    meta = metadata_of(topic)
+    call = protocol.sink.enlist(
+        meta.partition_keys(0),
+        app,
+        incarnation=meta.incarnation_of(0),
+        session=session,
+        producer_id="7",
+    )
+    found: bool = _execute(client, call)
+    return found
 
 
 def test_status_shows_each_apps_totals_and_last_finished_batch(
@@ -79,6 +97,7 @@ def test_status_shows_each_apps_totals_and_last_finished_batch(
                     "finished_batch": None,
                     "written": 0,
                     "skipped": 0,
+                    "task_producers": [],
                 }
             ],
         },
@@ -97,6 +116,7 @@ def test_status_shows_each_apps_totals_and_last_finished_batch(
                     "finished_batch": 1,
                     "written": 10,
                     "skipped": 0,
+                    "task_producers": [],
                 }
             ],
         },
@@ -110,3 +130,36 @@ def test_status_of_a_topic_no_spark_sink_writes_lists_none(
     code, out, _ = run(capsys, "status", "events", *at(server, namespace))
     assert code == 0
     assert "spark sinks" not in out
+
+
+def test_lapsed_producers_of_finished_spark_tasks_are_listed_as_the_sinks(
+    capsys: pytest.CaptureFixture[str],
+    server: ServerInfo,
+    namespace: str,
+    client: fencing.Client,
+    raw: redis.Redis,
+) -> None:
+    topic = client.topic("events", 1).open()
+    _batch(client, topic, 0, Lineage("etl", "query-1", 0, 1))
+    shared = client.keys.partition("events", 0).shared
+    now = server_ms(raw)
+    # Two Spark workers' producers of the app: one whose worker went 10 min ago, one live;
+    # and a lapsed shared producer no sink knows. (Half a second of margin for the test.)
+    raw.zadd(shared, {"dead0000task": now - 600_400, "live0000task": now + 120_900})
+    raw.zadd(shared, {"gone0000else": now - 600_400})
+    for session in ("dead0000task", "live0000task"):
+        assert _enlist(client, topic, "etl", session) is True
+
+    code, out, err = run(capsys, "status", "events", *at(server, namespace))
+    assert (code, err) == (0, "")
+    partition = out.split("\n  waiters (FIFO)", 1)[0].splitlines()[-2:]
+    assert partition == [
+        "  shared producers: 1 live of 2: gone0000 (lapsed 10m ago), live0000 (expires in 2m)",
+        "  spark sink 'etl': 1 lapsed task producer(s) of finished tasks, removed when the app "
+        "finishes a batch here: dead0000 (lapsed 10m ago)",
+    ]
+    code, out, _ = run(capsys, "status", "events", "--json", *at(server, namespace))
+    assert json.loads(out)["spark_sinks"][0]["partitions"][0]["task_producers"] == [
+        "dead0000task",
+        "live0000task",
+    ]

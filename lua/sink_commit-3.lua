@@ -2,10 +2,12 @@
   sink_commit: the Spark sink's driver marks a micro-batch finished on one partition, once
   every Spark task of it succeeded. A replay of it then writes nothing, and the
   batch's per-partition dedupe state is dropped; the app's source positions and row totals
-  are brought forward.
+  are brought forward. The app's task producers whose lease lapsed are removed, from the
+  shared producers and from the sink state (a bounded number: drop_lapsed_writers).
 
   KEYS[1]  the partition metadata (hash)        <ns>:{<topic>/<p>}:part
   KEYS[2]  the sink state of the app (hash)     <ns>:{<topic>/<p>}:sink:<app>
+  KEYS[3]  live shared producers (zset)         <ns>:{<topic>/<p>}:prod:shared
   ARGV[1]  inc      the partition incarnation the caller saw
   ARGV[2]  query    the streaming query id
   ARGV[3]  batch    the micro-batch id
@@ -22,7 +24,7 @@
 --- @include "common"
 --- @include "sink"
 
-local meta, key = KEYS[1], KEYS[2]
+local meta, key, shared = KEYS[1], KEYS[2], KEYS[3]
 local query, batch, rows = ARGV[2], int_arg(ARGV[3]), int_arg(ARGV[4])
 local written, skipped = int_arg(ARGV[5]), int_arg(ARGV[6])
 if batch == nil or rows == nil or rows < 0 or written == nil or written < 0 or skipped == nil
@@ -45,6 +47,8 @@ if bad then return bad end
 if s.q ~= query or (s.b ~= batch and s.c ~= batch) then
   return fail(E.SINK_STALE, s.q or '-', s.b, batch)
 end
+bad = check_types({shared}, {'zset'})
+if bad then return bad end
 if s.c ~= batch then
   local n = s.n
   clear_sink(key)
@@ -62,4 +66,5 @@ if s.c ~= batch then
     end
   end
 end
+drop_lapsed_writers(key, shared, now_ms())
 return 1
