@@ -279,21 +279,33 @@ class Lease:
 
     # -- leaving -----------------------------------------------------------------------------
 
-    async def release(self, standings: Iterable[Standing]) -> None:
-        """Leave every partition not left yet (waiters are woken)."""
+    async def release(self, standings: Iterable[Standing]) -> StateLost | None:
+        """Leave every partition not left yet (waiters are woken); the first loss of state
+        a partition showed while it was left (G9: it was left all the same), else None."""
+        first: StateLost | None = None
         for standing in standings:
             if not standing.left:
-                await self.leave(standing.pk, standing.writer.mode, standing.writer.epoch)
+                lost = await self.leave(standing.pk, standing.writer.mode, standing.writer.epoch)
                 standing.left = True
+                first = first or lost
         # Only once every partition was left: an interrupted close() can run again.
         self.released = True
         # The standings stay: a closed producer's state (to save) and epochs can be read.
+        return first
 
-    async def leave(self, pk: PartitionKeys, mode: str, epoch: int) -> None:
-        """Leave one partition as registered in ``mode`` (best effort: the lease lapses)."""
-        call = protocol.producer.producer_close(pk, session=self.session, mode=mode, epoch=epoch)
+    async def leave(self, pk: PartitionKeys, mode: str, epoch: int) -> StateLost | None:
+        """Leave one partition as registered in ``mode`` (best effort: the lease lapses);
+        the loss of state it showed (the store went back under this handle), else None."""
+        call = protocol.producer.producer_close(
+            pk,
+            session=self.session,
+            mode=mode,
+            epoch=epoch,
+            partition_incarnation=self._meta.incarnation_of(pk.partition),
+            seen_next=self._meta.seen_next(pk.partition),
+        )
         try:
-            await self._calls.execute(call)
+            left = await self._calls.execute(call)
         except FencingError:
             log.warning(
                 "redis-fencing: leaving %s partition %d failed; the lease lapses in %.3fs",
@@ -301,3 +313,10 @@ class Lease:
                 pk.partition,
                 self.lease_ttl,
             )
+            return None
+        if left.lost is None:
+            return None
+        try:
+            return await self._meta.explain(pk, left.lost)
+        except FencingError:
+            return left.lost  # (whether an operator deleted it stays unknown)
