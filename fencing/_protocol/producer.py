@@ -295,9 +295,10 @@ def producer_renew(
     pid_generation: int,
     name: str | None,
     partition_incarnation: str,
-) -> ScriptCall[int]:
+) -> ScriptCall[tuple[int, int]]:
     """Extend an exclusive holder's (``x``) or shared producer's (``s``) lease, as long as
-    the producer is still the newest incarnation of its PID and name."""
+    the producer is still the newest incarnation of its PID and name: ``(expires_ms,
+    lapsed_ms)``, the new end and how long the lease had already ended by server time."""
     return ScriptCall(
         script=script("producer_renew"),
         keys=(pk.owner, pk.shared, pk.pids, pk.names, pk.meta),
@@ -312,7 +313,7 @@ def producer_renew(
             name or "",
             partition_incarnation,
         ),
-        parse=int,
+        parse=lambda reply: (int(reply[0]), int(reply[1])),
         error=producer_errors(pk),
     )
 
