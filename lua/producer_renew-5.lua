@@ -21,8 +21,9 @@
   ARGV[9]  part_inc  the partition incarnation the producer saw (G9: a handle opened before
                      a FLUSHALL must not keep a row alive on the recreated topic)
 
-  Returns the new lease expiry (ms, server time), or 0 for a shared producer that is not
-  registered any more (closed, or cleaned up after its lease lapsed).
+  Returns {expires, lapsed_ms}: the new lease expiry (ms, server time), 0 for a shared
+  producer that is not registered any more (closed, or cleaned up after its lease lapsed);
+  lapsed_ms, how long the lease had already ended by server time (0 if it had not).
   Errors: PRODUCER_FENCED (the epoch moved, or another session holds it, or a newer
     incarnation of the PID or the name exists), STATE_LOST, WRONG_TYPE, BAD_ARGUMENT.
 ]]
@@ -64,14 +65,20 @@ do
     return fail(E.PRODUCER_FENCED, pid_gen, state.g, 'pid-generation')
   end
 end
-local expires = now_ms() + ttl_ms
+local now = now_ms()
+local expires = now + ttl_ms
+local ended
 if mode == 'x' then
+  ended = redis.call('HGET', row_key, 'expires')
   redis.call('HSET', row_key, 'expires', expires)
-elseif redis.call('ZSCORE', shared, session) == false then
-  -- Not registered any more (closed, or its lapsed lease was cleaned up): a renewal never
-  -- re-registers, so it cannot race a close(). Sends still work while the epoch holds.
-  return 0
 else
+  ended = redis.call('ZSCORE', shared, session)
+  if ended == false then
+    -- Not registered any more (closed, or its lapsed lease was cleaned up): a renewal never
+    -- re-registers, so it cannot race a close(). Sends still work while the epoch holds.
+    return {0, 0}
+  end
   redis.call('ZADD', shared, expires, session)
 end
-return expires
+ended = tonumber(ended) or 0
+return {expires, (ended > 0 and now > ended) and (now - ended) or 0}

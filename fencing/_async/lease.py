@@ -87,6 +87,9 @@ class Lease:
         self._wait_sub: Subscription | None = None
         #: The producer's lease instruments.
         self.meter = LeaseMeter("producer")
+        #: Per partition, when the lease ends by this producer's clock (time.monotonic()).
+        self._due: dict[int, float] = {}
+        self._clock_warned = False
 
     # -- registration ------------------------------------------------------------------------
 
@@ -124,6 +127,7 @@ class Lease:
             ttl_ms=self.ttl_ms,
             row_incarnation=opened.incarnation,
         )
+        self._due[pk.partition] = time.monotonic() + self.lease_ttl
         return Standing(
             pk,
             writer,
@@ -246,7 +250,7 @@ class Lease:
         for standing in standings:
             sent = time.monotonic()
             try:
-                await self._calls.execute(self.renew_call(standing))
+                _, lapsed_ms = await self._calls.execute(self.renew_call(standing))
             except (ProducerFenced, StateLost) as exc:
                 meter.renewed(outcome_of(exc), time.monotonic() - sent)
                 return exc
@@ -258,10 +262,36 @@ class Lease:
                     standing.pk.partition,
                 )
             else:
-                meter.renewed("ok", time.monotonic() - sent)
+                received = time.monotonic()
+                meter.renewed("ok", received - sent)
+                due, self._due[standing.pk.partition] = (
+                    self._due.get(standing.pk.partition),
+                    (sent + self.lease_ttl),
+                )
+                if lapsed_ms > 0:
+                    self._lapsed(standing.pk.partition, lapsed_ms, received < (due or 0.0))
         return None
 
-    def renew_call(self, standing: Standing) -> protocol.ScriptCall[int]:
+    def _lapsed(self, partition: int, lapsed_ms: int, server_clock: bool) -> None:
+        """A renewal found the lease already ended by server time. Its reply came before the
+        lease's end by this producer's own clock: the server's clock jumped forward (an NTP
+        step, a migrated VM), ending every lease on it at once; otherwise the producer was
+        late (paused, unreachable). Writes stay safe either way: the epoch check fences."""
+        self.meter.lapsed("server-clock" if server_clock else "late")
+        if server_clock and not self._clock_warned:
+            self._clock_warned = True
+            log.warning(
+                "redis-fencing: producer on %s partition %d: the Redis server's clock jumped "
+                "forward: the lease had ended by server time %.3fs before this renewal, which "
+                "came before the lease's end by this producer's clock; it was renewed (nobody "
+                "took the partition meanwhile), but any lease on that server may have ended "
+                "early",
+                self._meta.name,
+                partition,
+                lapsed_ms / 1000.0,
+            )
+
+    def renew_call(self, standing: Standing) -> protocol.ScriptCall[tuple[int, int]]:
         """The renewal of the lease (and of the PID's state) on one partition."""
         w = standing.writer
         return protocol.producer.producer_renew(
@@ -279,21 +309,33 @@ class Lease:
 
     # -- leaving -----------------------------------------------------------------------------
 
-    async def release(self, standings: Iterable[Standing]) -> None:
-        """Leave every partition not left yet (waiters are woken)."""
+    async def release(self, standings: Iterable[Standing]) -> StateLost | None:
+        """Leave every partition not left yet (waiters are woken); the first loss of state
+        a partition showed while it was left (G9: it was left all the same), else None."""
+        first: StateLost | None = None
         for standing in standings:
             if not standing.left:
-                await self.leave(standing.pk, standing.writer.mode, standing.writer.epoch)
+                lost = await self.leave(standing.pk, standing.writer.mode, standing.writer.epoch)
                 standing.left = True
+                first = first or lost
         # Only once every partition was left: an interrupted close() can run again.
         self.released = True
         # The standings stay: a closed producer's state (to save) and epochs can be read.
+        return first
 
-    async def leave(self, pk: PartitionKeys, mode: str, epoch: int) -> None:
-        """Leave one partition as registered in ``mode`` (best effort: the lease lapses)."""
-        call = protocol.producer.producer_close(pk, session=self.session, mode=mode, epoch=epoch)
+    async def leave(self, pk: PartitionKeys, mode: str, epoch: int) -> StateLost | None:
+        """Leave one partition as registered in ``mode`` (best effort: the lease lapses);
+        the loss of state it showed (the store went back under this handle), else None."""
+        call = protocol.producer.producer_close(
+            pk,
+            session=self.session,
+            mode=mode,
+            epoch=epoch,
+            partition_incarnation=self._meta.incarnation_of(pk.partition),
+            seen_next=self._meta.seen_next(pk.partition),
+        )
         try:
-            await self._calls.execute(call)
+            left = await self._calls.execute(call)
         except FencingError:
             log.warning(
                 "redis-fencing: leaving %s partition %d failed; the lease lapses in %.3fs",
@@ -301,3 +343,10 @@ class Lease:
                 pk.partition,
                 self.lease_ttl,
             )
+            return None
+        if left.lost is None:
+            return None
+        try:
+            return await self._meta.explain(pk, left.lost)
+        except FencingError:
+            return left.lost  # (whether an operator deleted it stays unknown)

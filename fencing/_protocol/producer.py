@@ -15,9 +15,10 @@ from ..errors import (
     OutOfOrderSequence,
     ProducerBusy,
     ProducerFenced,
+    StateLost,
     UnknownProducerId,
 )
-from .base import ErrorReply, ScriptCall, generic_error
+from .base import ErrorReply, ScriptCall, generic_error, parse_error_reply
 from .guarded import guarded_error
 from .partition_errors import parse_answers, partition_errors, topic_errors
 from .topic import DEFAULT_DEDUP_WINDOW
@@ -294,9 +295,10 @@ def producer_renew(
     pid_generation: int,
     name: str | None,
     partition_incarnation: str,
-) -> ScriptCall[int]:
+) -> ScriptCall[tuple[int, int]]:
     """Extend an exclusive holder's (``x``) or shared producer's (``s``) lease, as long as
-    the producer is still the newest incarnation of its PID and name."""
+    the producer is still the newest incarnation of its PID and name: ``(expires_ms,
+    lapsed_ms)``, the new end and how long the lease had already ended by server time."""
     return ScriptCall(
         script=script("producer_renew"),
         keys=(pk.owner, pk.shared, pk.pids, pk.names, pk.meta),
@@ -311,22 +313,49 @@ def producer_renew(
             name or "",
             partition_incarnation,
         ),
-        parse=int,
+        parse=lambda reply: (int(reply[0]), int(reply[1])),
         error=producer_errors(pk),
     )
 
 
-def producer_close(pk: PartitionKeys, *, session: str, mode: str, epoch: int) -> ScriptCall[bool]:
+@dataclass(frozen=True, slots=True)
+class Left:
+    """A producer_close reply: whether the producer was still registered, and the
+    :class:`~fencing.StateLost` the partition showed (it was left all the same)."""
+
+    registered: bool
+    lost: StateLost | None
+
+
+def producer_close(
+    pk: PartitionKeys,
+    *,
+    session: str,
+    mode: str,
+    epoch: int,
+    partition_incarnation: str,
+    seen_next: int,
+) -> ScriptCall[Left]:
     """Leave a partition (``x`` holder, ``s`` shared, ``w`` waiter); wakes waiters.
 
     ``epoch=-1`` with ``x`` leaves whatever epoch this session holds (after an open whose
-    outcome is unknown)."""
+    outcome is unknown). The partition is judged as a send would judge it (G9: the
+    incarnation and the highest next offset the producer saw; ``""`` judges nothing), and a
+    loss is reported in the reply, never by refusing to leave."""
+    errors = producer_errors(pk)
+
+    def parse(reply: Any) -> Left:
+        registered, lost = reply
+        found = parse_error_reply(text(lost)) if lost else None
+        exc = errors(found) if found is not None else None
+        return Left(int(registered) == 1, exc if isinstance(exc, StateLost) else None)
+
     return ScriptCall(
         script=script("producer_close"),
-        keys=(pk.owner, pk.shared, pk.waiters, pk.waiting_leases),
-        args=(session, mode, epoch, pk.released),
-        parse=lambda reply: int(reply) == 1,
-        error=producer_errors(pk),
+        keys=(pk.owner, pk.shared, pk.waiters, pk.waiting_leases, pk.meta),
+        args=(session, mode, epoch, pk.released, partition_incarnation, seen_next),
+        parse=parse,
+        error=errors,
     )
 
 

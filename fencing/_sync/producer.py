@@ -253,7 +253,10 @@ class Producer(ProcessBound):
     def close(self) -> None:
         """Leave every partition at once (waiters are woken). Idempotent.
 
-        In a forked child this does nothing at all: the lease is the parent's.
+        Every partition is left, then :class:`~fencing.StateLost` is raised if one showed
+        that the store lost writes this producer saw (its last sends may be gone) and no
+        earlier call told it so. In a forked child this does nothing at all: the lease is
+        the parent's.
 
         >>> producer.close()        # or leave ``with topic.producer() as producer``
         """
@@ -273,7 +276,9 @@ class Producer(ProcessBound):
             for queue in list(self._queues.values()):
                 queue.sending.fail_all(closed)
             self._answers.deliver()
-            self._lease.release(self._standings())
+            lost = self._lease.release(self._standings())
+        if lost is not None and status.fenced is None:
+            raise lost  # (a producer already fenced was told by the call that fenced it)
 
     def __enter__(self) -> Producer:
         return self.open()

@@ -14,6 +14,7 @@ CI runs one short round per jump (1x and 3x the lease); ``FENCING_SOAK=1`` runs
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -27,6 +28,7 @@ from ..conftest import SOAK
 from ..support.fault_workloads import Candidates, Producers, max_overlap
 from ..support.faulty_servers import ClockedServer, clocked_server
 from ..support.polling import wait_until
+from ..support.telemetry import Recorded, install
 
 SOAK_ROUNDS = int(os.environ.get("FENCING_SOAK_ROUNDS", "20"))
 LEASE = 1.0
@@ -100,3 +102,46 @@ def test_forward_jumps_soak(leases: float) -> None:
             started = time.monotonic()
             stats = jump_round(clock, leases, 2000 + n)
             print(f"jump {leases}x round {n}: {stats} in {time.monotonic() - started:.1f}s")
+
+
+@pytest.mark.timeout(60)
+def test_a_producer_renewal_after_a_forward_jump_warns_once_and_counts_the_lapse(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The jump ends the producer's lease by server time; its next renewal (nobody took the
+    partition meanwhile) renews it, names the server's clock once and counts the lapse. The
+    producer goes on at its epoch: the epoch check, not the lease, keeps writes safe."""
+    recorded: Recorded = install()
+    with clocked_server() as clock:
+        client = fencing.Client.from_url(clock.url, namespace="jump-producer")
+        try:
+            p = client.topic("t", partitions=1).producer(
+                fencing.AccessMode.EXCLUSIVE, lease_ttl=LEASE
+            )
+            assert p.send(b"before").offset == 0
+            recorded.reset()
+            with caplog.at_level(logging.WARNING, logger="fencing"):
+                clock.jump(3 * LEASE)
+                wait_until(
+                    lambda: any("server's clock" in r.getMessage() for r in caplog.records),
+                    timeout=5,
+                    what="the renewal's warning",
+                )
+                first = recorded.collect().by("fencing.lease.lapsed", "fencing.cause")
+                clock.jump(3 * LEASE)
+                again: dict[object, float] = {}
+
+                def lapsed_again() -> bool:
+                    again.update(recorded.collect().by("fencing.lease.lapsed", "fencing.cause"))
+                    return bool(again)
+
+                wait_until(lapsed_again, timeout=5, what="the second lapse counted")
+            assert first == again == {"server-clock": 1}, (first, again)
+            clocky = [r for r in caplog.records if "server's clock" in r.getMessage()]
+            assert len(clocky) == 1, [r.getMessage() for r in caplog.records]
+            assert "partition 0" in clocky[0].getMessage()
+            md = p.send(b"after")
+            assert (md.offset, md.epoch) == (1, 1)
+            p.close()
+        finally:
+            client.close()

@@ -409,7 +409,10 @@ def test_a_renewal_racing_close_never_registers_a_closed_shared_producer(
         name=None,
         partition_incarnation=metadata_of(topic).incarnation_of(0),
     )
-    assert context_of(client).driver(1.0).execute(call, context_of(client).budget_default()) == 0
+    assert context_of(client).driver(1.0).execute(call, context_of(client).budget_default()) == (
+        0,
+        0,
+    )
     assert raw.zcard(standing.pk.shared) == 0
     assert topic.producer(AccessMode.EXCLUSIVE).epoch(0) == 1  # no 30 s wait
 

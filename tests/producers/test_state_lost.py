@@ -155,3 +155,49 @@ def test_a_producer_id_handed_out_twice_is_state_lost_not_a_duplicate(
         topic.producer(name="job")  # a named newcomer would have taken the PID over
     assert first.send(b"next").offset == 1  # the owner is untouched
     assert values_of(topic) == [b"same", b"next"]
+
+
+def roll_back(raw: redis.Redis, namespace: str) -> Callable[[], None]:
+    """A snapshot of every key of the namespace; calling the result puts the store back to
+    it, as a restart from a persistence file a second old does."""
+    saved = {k: raw.dump(k) for k in raw.scan_iter(f"{namespace}:*")}
+
+    def restore() -> None:
+        for k in raw.scan_iter(f"{namespace}:*"):
+            if k not in saved:
+                raw.delete(k)
+        for k, v in saved.items():
+            assert v is not None
+            raw.restore(k, 0, v, replace=True)
+
+    return restore
+
+
+@pytest.mark.parametrize("loss", ["offset", "incarnation"])
+def test_close_after_the_store_lost_the_last_sends_is_state_lost_and_still_leaves(
+    server: ServerInfo, client: Client, raw: redis.Redis, namespace: str, loss: str
+) -> None:
+    """The last sends are lost under an exclusive producer whose next call is close(): the
+    store rolled back (same incarnation, a lower next offset) or the partition was recreated.
+    close() leaves the partition all the same (a newcomer opens at once, no lease to wait
+    out), then raises StateLost; closing again is quiet."""
+    topic = client.topic("t", partitions=1)
+    p = topic.producer(fencing.AccessMode.EXCLUSIVE, lease_ttl=LONG_LEASE)
+    assert p.send(b"kept").offset == 0
+    restore = roll_back(raw, namespace)
+    assert [p.send(b"lost-%d" % i).offset for i in range(2)] == [1, 2]
+    restore()
+    if loss == "incarnation":
+        for k in raw.scan_iter(f"{namespace}:*"):
+            raw.delete(k)
+        with Client.from_url(server.url, namespace=namespace) as other:
+            other.topic("t", partitions=1).open()  # another history under the same name
+    with pytest.raises(StateLost) as info:
+        p.close()
+    assert info.value.reason == loss
+    p.close()
+    with Client.from_url(server.url, namespace=namespace) as later:
+        successor = later.topic("t").producer(fencing.AccessMode.EXCLUSIVE, lease_ttl=LONG_LEASE)
+        expected = 1 if loss == "offset" else 0
+        assert successor.send(b"next").offset == expected
+        successor.close()
