@@ -31,6 +31,7 @@ import fencing
 from fencing.verify import verify_log
 
 from ..conftest import SOAK
+from ..support.fault_jobs import Jobs, row, silent_losses
 from ..support.fault_workloads import Producers
 from ..support.faulty_servers import AofServer, aof_server
 from ..support.logs import read_records
@@ -128,3 +129,82 @@ def test_aof_cuts_soak(acks: str) -> None:
             started = time.monotonic()
             stats = cut_round(store, 3000 + n, acks)
             print(f"aof cut acks={acks} round {n}: {stats} in {time.monotonic() - started:.1f}s")
+
+
+def jobs_round(store: AofServer, seed: int, acks: str) -> dict[str, object]:
+    """One round of the jobs (a copy job resumed from saved state, resenders by message id,
+    a consumer group with commits) over a restart that loses a second.
+
+    ``acks="fsync"``: each job's whole contract holds. ``acks="leader"``: every handle whose
+    acknowledged records (or commit) the rollback lost is told ``StateLost``; the copy's
+    log is still its input once each and in order, and stops short of its checkpoint only if
+    a copy was told; the ids are still one record each."""
+    ns = f"aof-jobs-{acks}-{seed}"
+    client = fencing.Client.from_url(store.url, namespace=ns)
+    try:
+        with Jobs([store.url], ns, acks=acks) as jobs:
+            wait_until(lambda: jobs.progress() > 20, timeout=20, what="every job at work")
+            time.sleep(1.5)  # the second cut off lands past the creations, in steady work
+            cut = store.cut_back(1.0, jobs.last_ack if acks == "fsync" else None)
+            restarted = time.monotonic()
+            done = jobs.progress()
+            wait_until(
+                lambda: jobs.progress() > done + 20,
+                timeout=30,
+                what="work after",
+                detail=jobs.describe,
+            )
+            stuck = jobs.stop()
+        assert not stuck, stuck
+        assert not jobs.unexpected(), jobs.unexpected()
+        if acks == "fsync":
+            return {
+                "copy": jobs.copy.check(client),
+                "ids": jobs.ids.check(client),
+                "group": jobs.members.check(client),
+                "cut bytes": cut,
+            }
+        told = {w.label: len(w.state_lost) for w in jobs.all}
+        for work in (jobs.copy, jobs.ids):
+            where = {r.value: (r.offset, r.epoch) for r in read_records(client, work.topic, 0)}
+            silent = silent_losses(work.handles, where, restarted)
+            assert not silent, (work.label, silent)
+        rows = [r.value for r in read_records(client, jobs.copy.topic, 0)]
+        assert rows == [row(i) for i in range(len(rows))], rows[:5]
+        assert len(rows) >= jobs.copy.saved.position or jobs.copy.state_lost, jobs.describe()
+        ids = [r.message_id for r in read_records(client, jobs.ids.topic, 0)]
+        assert len(ids) == len(set(ids)), "an id appended twice"
+        group = jobs.members.check(client, rollback=True)
+        return {"rows": len(rows), "ids": len(ids), "group": group, "told": told, "cut bytes": cut}
+    finally:
+        client.close()
+
+
+ROLLBACK_UNTOLD = pytest.mark.xfail(
+    reason="a send whose retry finds the store went backwards raises OutcomeUnknown, not "
+    "StateLost, and resuming state saved past the rollback is refused as expired or fenced, "
+    "never StateLost: the copy job is not told",
+    strict=False,
+)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("acks", [pytest.param("leader", marks=ROLLBACK_UNTOLD), "fsync"])
+def test_a_restart_that_loses_a_second_keeps_jobs_exact_or_tells_them(acks: str) -> None:
+    with aof_server() as store:
+        print(jobs_round(store, 1, acks))
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(SOAK_ROUNDS * 60)
+@pytest.mark.parametrize("acks", ["leader", "fsync"])
+def test_aof_cuts_under_jobs_soak(acks: str) -> None:
+    assert SOAK
+    with aof_server() as store:
+        for n in range(SOAK_ROUNDS):
+            started = time.monotonic()
+            stats = jobs_round(store, 6000 + n, acks)
+            print(
+                f"jobs aof cut acks={acks} round {n}: {stats} in {time.monotonic() - started:.1f}s"
+            )

@@ -25,6 +25,7 @@ import fencing
 from fencing.verify import verify_log
 
 from ..conftest import SOAK
+from ..support.fault_jobs import Jobs
 from ..support.fault_workloads import Candidates, Producers, max_overlap
 from ..support.faulty_servers import ClockedServer, clocked_server
 from ..support.polling import wait_until
@@ -145,3 +146,52 @@ def test_a_producer_renewal_after_a_forward_jump_warns_once_and_counts_the_lapse
             p.close()
         finally:
             client.close()
+
+
+def jobs_round(clock: ClockedServer, leases: float, seed: int) -> dict[str, object]:
+    """One round of the jobs (a copy job resumed from saved state, resenders by message id,
+    a consumer group with commits), the server's clock moved ``leases`` x TTL on."""
+    rng = random.Random(seed)
+    ns = f"jump-jobs-{seed}"
+    client = fencing.Client.from_url(clock.url, namespace=ns)
+    try:
+        with Jobs([clock.url], ns) as jobs:
+            wait_until(lambda: jobs.progress() > 20, timeout=20, what="every job at work")
+            time.sleep(rng.uniform(0.1, TTL / 2))  # the jump lands anywhere in a renewal
+            clock.jump(leases * TTL)
+            done = jobs.progress()
+            wait_until(
+                lambda: jobs.progress() > done + 20,
+                timeout=20,
+                what="work after",
+                detail=jobs.describe,
+            )
+            stuck = jobs.stop()
+        assert not stuck, stuck
+        assert not jobs.unexpected(), jobs.unexpected()
+        return {
+            "copy": jobs.copy.check(client),
+            "ids": jobs.ids.check(client),
+            "group": jobs.members.check(client),
+        }
+    finally:
+        client.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_forward_jump_keeps_copy_jobs_message_ids_and_commits_exact() -> None:
+    with clocked_server() as clock:
+        print(jobs_round(clock, 3.0, random.randrange(2**31)))
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(SOAK_ROUNDS * 2 * 60)
+@pytest.mark.parametrize("leases", [1.0, 3.0])
+def test_forward_jumps_under_jobs_soak(leases: float) -> None:
+    assert SOAK
+    with clocked_server() as clock:
+        for n in range(SOAK_ROUNDS):
+            started = time.monotonic()
+            stats = jobs_round(clock, leases, 4000 + n)
+            print(f"jobs jump {leases}x round {n}: {stats} in {time.monotonic() - started:.1f}s")

@@ -24,6 +24,7 @@ import fencing
 from fencing.verify import verify_log
 
 from ..conftest import SOAK
+from ..support.fault_jobs import Jobs
 from ..support.fault_workloads import Candidates, Producers, max_overlap
 from ..support.faulty_servers import Link, partitioned_server
 from ..support.polling import wait_until
@@ -114,3 +115,58 @@ def test_partitions_of_1_to_30_seconds() -> None:
             started = time.monotonic()
             stats = cut_round(link, seconds, 1000 + n)
             print(f"partition {seconds}s round {n}: {stats} in {time.monotonic() - started:.1f}s")
+
+
+def jobs_round(link: Link, seconds: float, seed: int) -> dict[str, object]:
+    """One round of the jobs (a copy job resumed from saved state, resenders by message id,
+    a consumer group with commits), their workers on both paths, path a cut for
+    ``seconds``."""
+    rng = random.Random(seed)
+    ns = f"part-jobs-{seed}"
+    client = fencing.Client.from_url(link.url("b"), namespace=ns)
+    try:
+        with Jobs([link.url("a"), link.url("b")], ns) as jobs:
+            wait_until(lambda: jobs.progress() > 20, timeout=20, what="every job at work")
+            time.sleep(rng.uniform(0.0, 0.5))  # the cut lands anywhere in the work
+            link.cut("a")
+            time.sleep(seconds)  # the length of the partition is the fault itself
+            link.heal("a")
+            done = jobs.progress()
+            wait_until(
+                lambda: jobs.progress() > done + 20,
+                timeout=30,
+                what="work after",
+                detail=jobs.describe,
+            )
+            stuck = jobs.stop()
+        assert not stuck, stuck
+        assert not jobs.unexpected(), jobs.unexpected()
+        return {
+            "copy": jobs.copy.check(client),
+            "ids": jobs.ids.check(client),
+            "group": jobs.members.check(client),
+        }
+    finally:
+        client.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_cut_keeps_copy_jobs_message_ids_and_commits_exact() -> None:
+    with partitioned_server() as link:
+        print(jobs_round(link, 2.0, random.randrange(2**31)))
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(SOAK_ROUNDS * 90)
+def test_partitions_under_jobs_soak() -> None:
+    assert SOAK
+    lengths = [1.0, 3.0, 10.0, 30.0]
+    with partitioned_server() as link:
+        for n in range(SOAK_ROUNDS):
+            seconds = lengths[n % len(lengths)]
+            started = time.monotonic()
+            stats = jobs_round(link, seconds, 5000 + n)
+            print(
+                f"jobs partition {seconds}s round {n}: {stats} in {time.monotonic() - started:.1f}s"
+            )

@@ -201,3 +201,28 @@ def test_close_after_the_store_lost_the_last_sends_is_state_lost_and_still_leave
         expected = 1 if loss == "offset" else 0
         assert successor.send(b"next").offset == expected
         successor.close()
+
+
+@pytest.mark.xfail(
+    reason="refused as expired producer state (UnknownProducerId), not StateLost", strict=True
+)
+def test_resuming_state_saved_past_a_rollback_of_the_same_history_is_state_lost(
+    server: ServerInfo, client: Client, raw: redis.Redis, namespace: str
+) -> None:
+    """A copy job saved its state after sends the store then lost (a restart from a
+    persistence file a second old: same incarnation, its PID's sequence behind the state).
+    Resuming that state is StateLost, writing nothing: never a wedge of refusals, never a
+    gap the job goes on past."""
+    topic = client.topic("t", partitions=1)
+    p = topic.producer(lease_ttl=LONG_LEASE)
+    assert p.send_batch([fencing.Record(b"kept")], partition=0)[0].offset == 0
+    restore = roll_back(raw, namespace)
+    assert p.send_batch([fencing.Record(b"lost")], partition=0)[0].offset == 1
+    saved = p.state
+    restore()
+    outcome(p.close)
+    with Client.from_url(server.url, namespace=namespace) as restarted:
+        again = restarted.topic("t", partitions=1)
+        got = outcome(lambda: again.producer(resume=saved, lease_ttl=LONG_LEASE))
+        assert isinstance(got, StateLost), got
+        assert values_of(again) == [b"kept"]

@@ -27,14 +27,14 @@ import fencing
 from fencing import AccessMode, ProducerFenced, StateLost
 from fencing.verify import Attempt
 
-__all__ = ["Candidates", "Handle", "Producers", "Term", "max_overlap"]
+__all__ = ["Candidates", "Handle", "Producers", "Term", "Workers", "max_overlap"]
 
 MODES = (AccessMode.EXCLUSIVE, AccessMode.WAIT_FOR_EXCLUSIVE, AccessMode.EXCLUSIVE_WITH_FENCING)
 #: Sends per producer before it closes and opens again (takeovers happen all along).
 SENDS_PER_OPEN = 40
 
 
-class _Threads:
+class Workers:
     """Worker threads that run until :meth:`stop`; errors outside the faults are kept."""
 
     def __init__(self, url: str, namespace: str, *, timeout: float = 0.5, label: str = "w") -> None:
@@ -50,8 +50,10 @@ class _Threads:
         #: Per worker: the StateLost each one was told of (with when, monotonic).
         self.state_lost: dict[str, list[float]] = {}
 
-    def client(self) -> fencing.Client:
-        c = fencing.Client.from_url(self.url, namespace=self.namespace, socket_timeout=self.timeout)
+    def client(self, url: str | None = None) -> fencing.Client:
+        c = fencing.Client.from_url(
+            url or self.url, namespace=self.namespace, socket_timeout=self.timeout
+        )
         self.clients.append(c)
         return c
 
@@ -91,7 +93,7 @@ class _Threads:
         self.stop()
 
 
-class Producers(_Threads):
+class Producers(Workers):
     """Exclusive producers in every exclusive mode on partition 0 of ``topic``."""
 
     def __init__(
@@ -205,7 +207,7 @@ class _Log:
     terms: dict[tuple[str, int], Term] = field(default_factory=dict)
 
 
-class Candidates(_Threads):
+class Candidates(Workers):
     """Candidates of one election with callbacks; each term writes to ``topic`` through
     ``leadership.producer`` until its ``lost`` is set."""
 

@@ -1,6 +1,6 @@
 """The library's internals a test reaches for, in either flavour: the context behind a
 client (drivers, keeper, notifier, retry budgets, producer ids) and the metadata behind a
-topic (partition keys, incarnations, offsets seen).
+topic (partition keys, incarnations, offsets seen), the token a consumer holds a partition by.
 
 >>> context_of(client).driver(1.0)                                      # doctest: +SKIP
 >>> metadata_of(topic).partition_keys(0)                                # doctest: +SKIP
@@ -33,3 +33,9 @@ def metadata_of(topic: Any) -> Any:
     if isinstance(obj, fencing.aio.Topic | aio_metadata.TopicMetadata):
         return aio_metadata.metadata_of(obj)
     return sync_metadata.metadata_of(obj)
+
+
+def consumer_token(consumer: Any, partition: int) -> int:
+    """The fencing token of the grant by which ``consumer`` holds ``partition``."""
+    obj = unwrap(consumer)
+    return int(obj._owner.grants[f"{obj.topic.name}/{partition}"].token)
