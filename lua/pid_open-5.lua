@@ -32,10 +32,11 @@
     written_next is the one after the server's last (0 if none): a batch below it may be a
     resend, one at or above it was never sent by an older incarnation.
   Errors: PRODUCER_FENCED (reason 'incarnation': an opener with a higher ticket opened this
-    partition already), UNKNOWN_PRODUCER_ID (resume= names state that expired: gone, or
-    replaced by one that started the PID's sequences anew, behind the saved next sequence),
-    TOPIC_DELETING, STATE_LOST (the partition vanished or was recreated, or a PID fresh from the counter
-    already has state: the counter went backwards), WRONG_TYPE, BAD_ARGUMENT (a PID,
+    partition already), UNKNOWN_PRODUCER_ID (resume= names state that expired),
+    TOPIC_DELETING, STATE_LOST (the partition vanished or was recreated; a PID fresh from
+    the counter already has state: the counter went backwards; reason 'pid-sequence': the
+    saved state stands past what the partition keeps of the PID, so the store lost writes
+    it had seen), WRONG_TYPE, BAD_ARGUMENT (a PID,
     generation or sequence that is not an integer in [0, 2^53)).
 ]]
 --- @include "common"
@@ -117,6 +118,14 @@ if state ~= nil and fresh_pid then
   -- backwards (a failover lost its INCR). Taking the state over would fence its owner.
   return fail(E.STATE_LOST, 'pid-reused', pid, state.g)
 end
+local last = last_sequence(names, pid)
+if state == nil and resume_gen ~= '' and fence < 0 and last < 0 and next_arg ~= nil
+    and next_arg > 0 then
+  -- The saved state says the PID wrote here, and the partition keeps no trace of it: no
+  -- state, no fence (put up by its first batch, it never expires), no last sequence. The
+  -- store lost those writes (G9): never taken for an expiry.
+  return fail(E.STATE_LOST, 'pid-sequence', next_arg, -1)
+end
 if state == nil and resume_gen ~= '' and (fence >= 0 or (next_arg ~= nil and next_arg > 0)) then
   -- The PID wrote here (its fence, put up by its first batch, outlives its state) or the
   -- saved state says it did, and its state is gone: a resend of what it wrote could not
@@ -124,11 +133,10 @@ if state == nil and resume_gen ~= '' and (fence >= 0 or (next_arg ~= nil and nex
   return fail(E.UNKNOWN_PRODUCER_ID, pid, 'resume-expired')
 end
 if state ~= nil and next_arg ~= nil and next_arg > state.s + 1 then
-  -- The saved state stands past every sequence the stored state wrote: it was saved
-  -- against a state of this PID that expired and was removed, and the stored one started
-  -- the PID's sequences anew (a name reopened since). Its resends could not be told from
-  -- that state's records.
-  return fail(E.UNKNOWN_PRODUCER_ID, pid, 'resume-expired')
+  -- The saved state stands past every sequence the stored state wrote. A PID's sequences
+  -- never start anew (a state removed leaves its last sequence, and a new one goes on
+  -- after it), so the store went back past writes the saved state had seen (G9).
+  return fail(E.STATE_LOST, 'pid-sequence', next_arg, state.s + 1)
 end
 -- Every check passed: the writes start here. The PID's own state, expired or not, is not
 -- the cleanup's: it carries on below with its window.
@@ -145,7 +153,6 @@ else
   -- A PID whose state expired and was removed goes on after the last sequence it wrote
   -- (a name reopened since): its sequences are never written twice, so a resend from a
   -- state saved before is refused as written before, never taken for new records.
-  local last = last_sequence(names, pid)
   gen = gen + 1
   next_seq = last + 1
   written_next = next_seq

@@ -44,6 +44,17 @@ def state_lost(where: str, key: str, reply: ErrorReply) -> StateLost:
             "left as it is"
         ),
     }.get(reason, reason)
+    if reason == "pid-sequence":
+        found = reply.fields["found"]
+        kept = (
+            "keeps no trace of this producer id"
+            if found == "-1"
+            else f"keeps this producer id's writes only up to sequence {int(found) - 1}"
+        )
+        what = (
+            f"{kept}, though the saved state's next sequence is {reply.fields['seen']}: it "
+            "was saved after writes this store no longer has"
+        )
     if reason == "pid-state":
         return StateLost(
             f"{where} {what}. Nothing was written. Run one version of redis-fencing per "

@@ -411,6 +411,9 @@ class Driver:
                             call.ambiguous_after_retry
                             and maybe_applied
                             and not isinstance(refusal, call.unapplied_refusals)
+                            # The store lost writes (or the topic was deleted): whatever an
+                            # earlier attempt did, that is what the handle must learn (G9).
+                            and not isinstance(refusal, StateLost)
                         ):
                             # An earlier attempt may have been applied before this refusal
                             # (say: the append landed, its reply was lost, then another

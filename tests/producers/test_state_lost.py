@@ -203,9 +203,6 @@ def test_close_after_the_store_lost_the_last_sends_is_state_lost_and_still_leave
         successor.close()
 
 
-@pytest.mark.xfail(
-    reason="refused as expired producer state (UnknownProducerId), not StateLost", strict=True
-)
 def test_resuming_state_saved_past_a_rollback_of_the_same_history_is_state_lost(
     server: ServerInfo, client: Client, raw: redis.Redis, namespace: str
 ) -> None:
