@@ -41,12 +41,30 @@ def chain(previous: bytes, index: int, value: bytes, key: bytes | None, headers:
     >>> chain(CHAIN_START, 0, b"v", None, b"").hex()
     '64fad467d3b7c4ea'
     """
+    return chain_after(previous, chain_framing(index, value, key, headers))
+
+
+def chain_framing(index: int, value: bytes, key: bytes | None, headers: bytes) -> bytes:
+    """What :func:`chain` hashes after the previous hash: the row's index and its parts
+    with their lengths (a sink task may build it for many rows at once).
+
+    >>> chain_framing(3, b"v", b"k", b"")
+    b'3:1:v\\x00\\x00\\x00\\x01k\\x00\\x00\\x00\\x00'
+    """
     k = b"\xff" if key is None else len(key).to_bytes(4, "big") + key
-    head = b"%d:%d:" % (index, len(value))
-    return hashlib.blake2b(
-        previous + head + value + k + len(headers).to_bytes(4, "big") + headers,
-        digest_size=8,
-    ).digest()
+    return b"%d:%d:%b%b%b%b" % (
+        index,
+        len(value),
+        value,
+        k,
+        len(headers).to_bytes(4, "big"),
+        headers,
+    )
+
+
+def chain_after(previous: bytes, framing: bytes) -> bytes:
+    """The chain hash after a row whose :func:`chain_framing` is ``framing``."""
+    return hashlib.blake2b(previous + framing, digest_size=8).digest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +349,8 @@ __all__ = [
     "append",
     "begin",
     "chain",
+    "chain_after",
+    "chain_framing",
     "enlist",
     "finish",
     "source_message_id",

@@ -49,7 +49,7 @@ from .writer import (
     shared_producer,
     stored_points,
     verify_partition,
-    write_partition,
+    write_batches,
 )
 
 if TYPE_CHECKING:
@@ -267,12 +267,12 @@ def write_task(
         message = FencingCommitMessage(lineage.query_id, lineage.batch_id, spark_partition)
         if all(b.status == "done" for b in begun):
             return message  # finished before: nothing to write
-        rows: Any = arrow_rows(batches)
+        rows: Any = batches
         if stored_points(config, lineage, spark_partition):
             # An earlier attempt of this task wrote some rows: its rows must pass through
             # every point it stored before anything more is written.
-            rows = list(rows)
-            missed = list(verify_partition(config, lineage, spark_partition, rows))
+            rows = list(batches)
+            missed = list(verify_partition(config, lineage, spark_partition, arrow_rows(rows)))
             if missed:
                 _, t, why = missed[0]
                 raise NondeterministicBatch(
@@ -285,7 +285,7 @@ def write_task(
                     query_id=lineage.query_id,
                     batch_id=lineage.batch_id,
                 )
-        for result in write_partition(config, lineage, spark_partition, rows):
+        for result in write_batches(config, lineage, spark_partition, rows):
             message.rows, message.written, message.skipped = (
                 result.rows,
                 result.written,

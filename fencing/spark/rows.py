@@ -46,6 +46,17 @@ class RowLayout:
     source: tuple[int, int, int] | None = None
 
 
+def plain_layout(layout: RowLayout) -> bool:
+    """Whether rows of ``layout`` are records of a value column and at most a key column."""
+    return (
+        layout.value is not None
+        and not layout.headers
+        and layout.headers_map is None
+        and layout.partition is None
+        and layout.source is None
+    )
+
+
 def _json_default(value: object) -> Any:
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
         return value.isoformat()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors as _errors
 from .._protocol.sink import Lineage
 from .rows import arrow_rows
-from .writer import PartitionResult, SinkConfig, verify_partition, write_partition
+from .writer import PartitionResult, SinkConfig, verify_partition, write_batches
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,7 +45,23 @@ def _checked_rows(lineage: Lineage, spark_partition: int, rows: Iterator[Any]) -
     first = next(rows, None)
     if first is None:
         return iter(())
-    raise _errors.NondeterministicBatch(
+    raise _beyond(lineage, spark_partition)
+
+
+def _checked_batches(
+    lineage: Lineage, spark_partition: int, batches: Iterable[pa.RecordBatch]
+) -> Iterable[pa.RecordBatch]:
+    """``batches``, refused as :func:`_checked_rows` refuses rows."""
+    if spark_partition < lineage.partitions:
+        return batches
+    for batch in batches:
+        if batch.num_rows:
+            raise _beyond(lineage, spark_partition)
+    return ()
+
+
+def _beyond(lineage: Lineage, spark_partition: int) -> _errors.NondeterministicBatch:
+    return _errors.NondeterministicBatch(
         f"micro-batch {lineage.batch_id} of query {lineage.query_id} has rows in Spark "
         f"partition {spark_partition}, but it was begun with {lineage.partitions} Spark "
         "partitions: its partitioning changed between two jobs. Nothing of that partition "
@@ -61,8 +77,8 @@ def write_task(
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow``: write this task's Spark partition; one result row (JSON)."""
     sp = _spark_partition()
-    rows = _checked_rows(lineage, sp, arrow_rows(batches))
-    texts = [json.dumps(dataclasses.asdict(r)) for r in write_partition(config, lineage, sp, rows)]
+    checked = _checked_batches(lineage, sp, batches)
+    texts = [json.dumps(dataclasses.asdict(r)) for r in write_batches(config, lineage, sp, checked)]
     yield _result_batch(texts)
 
 

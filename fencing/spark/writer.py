@@ -9,10 +9,11 @@ functions here take only picklable arguments (:class:`SinkConfig`,
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _protocol as protocol
 from .._keys import Keys
@@ -23,6 +24,7 @@ from .._protocol.sink import (
     Chunk,
     Lineage,
     chain,
+    chain_framing,
     source_message_id,
     source_of,
 )
@@ -33,7 +35,10 @@ from .._sync.topic import Topic
 from .._text import text
 from ..errors import CheckpointReset, InvalidArgument
 from . import producers
-from .rows import RowLayout, encode_row
+from .rows import RowLayout, arrow_rows, encode_row, plain_layout
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger("fencing.spark.sink")
 
@@ -214,6 +219,88 @@ def _chains(
         yield target, index, h, value, key, headers
 
 
+#: One record ready for its chunk: value, key, encoded headers, topic partition, size,
+#: message id, and its chain framing (:func:`~fencing._protocol.sink.chain_framing`).
+_Encoded = tuple[bytes, "bytes | None", bytes, int, int, "str | None", bytes]
+
+
+def _encoded_rows(
+    config: SinkConfig,
+    spark_partition: int,
+    rows: Iterable[Any],
+    *,
+    first_index: int,
+    partitions: int,
+    sources: _Sources | None,
+) -> Iterator[_Encoded]:
+    """The records of Python rows, the first of them at ``first_index``."""
+    layout = config.layout
+    # A value and at most a key, both str or bytes: encoded here, row by row, without
+    # encode_row's generality (same bytes, same partition); any other row goes through it.
+    plain = plain_layout(layout)
+    vi, ki = layout.value, layout.key
+    keyless = spark_partition % partitions
+    for index, row in enumerate(rows, first_index):
+        if plain:
+            value = row[vi]
+            key = None if ki is None else row[ki]
+            tv = type(value)
+            tk = type(key)
+            if (tv is str or tv is bytes) and (key is None or tk is str or tk is bytes):
+                if tv is str:
+                    value = value.encode("utf-8")
+                if key is None:
+                    t = keyless
+                    size = len(value)
+                else:
+                    if tk is str:
+                        key = key.encode("utf-8")
+                    t = partition_for_key(key, partitions)
+                    size = len(value) + len(key)
+                headers = b""
+            else:
+                value, key, headers, t = encode_row(layout, row, spark_partition, index, partitions)
+                size = len(value) + (0 if key is None else len(key)) + len(headers)
+        else:
+            value, key, headers, t = encode_row(layout, row, spark_partition, index, partitions)
+            size = len(value) + (0 if key is None else len(key)) + len(headers)
+        message_id = None if sources is None else sources.message_id(row, index)
+        yield value, key, headers, t, size, message_id, chain_framing(index, value, key, headers)
+
+
+def _encoded_batches(
+    config: SinkConfig,
+    spark_partition: int,
+    batches: Iterable[pa.RecordBatch],
+    partitions: int,
+    sources: _Sources | None,
+) -> Iterator[_Encoded]:
+    """The records of Arrow batches: a batch of the plain layout from its whole columns
+    (:mod:`.arrow`), any other as Python rows."""
+    from . import arrow  # noqa: PLC0415 - numpy and pyarrow: the spark extra
+
+    plain = plain_layout(config.layout)
+    keyless = spark_partition % partitions
+    first = 0
+    for batch in batches:
+        columns = arrow.plain_columns(batch, config.layout) if plain else None
+        if columns is None:
+            yield from _encoded_rows(
+                config,
+                spark_partition,
+                arrow_rows([batch]),
+                first_index=first,
+                partitions=partitions,
+                sources=sources,
+            )
+        else:
+            for value, key, t, size, framing in arrow.encoded_columns(
+                *columns, first, keyless, partitions
+            ):
+                yield value, key, b"", t, size, None, framing
+        first += batch.num_rows
+
+
 def write_partition(
     config: SinkConfig, lineage: Lineage, spark_partition: int, rows: Iterable[Any]
 ) -> Iterator[PartitionResult]:
@@ -223,6 +310,37 @@ def write_partition(
     sink ends the iterator early, and Spark fails the task after): nothing here depends on
     it. Every chunk is deduplicated on the rows' indexes by the script.
     """
+    return _write(
+        config,
+        lineage,
+        spark_partition,
+        lambda partitions, sources: _encoded_rows(
+            config, spark_partition, rows, first_index=0, partitions=partitions, sources=sources
+        ),
+    )
+
+
+def write_batches(
+    config: SinkConfig, lineage: Lineage, spark_partition: int, batches: Iterable[pa.RecordBatch]
+) -> Iterator[PartitionResult]:
+    """:func:`write_partition` of the rows of Arrow batches: the same calls, with the
+    routing and encoding of the common layout done over whole columns."""
+    return _write(
+        config,
+        lineage,
+        spark_partition,
+        lambda partitions, sources: _encoded_batches(
+            config, spark_partition, batches, partitions, sources
+        ),
+    )
+
+
+def _write(
+    config: SinkConfig,
+    lineage: Lineage,
+    spark_partition: int,
+    encode: Callable[[int, _Sources | None], Iterator[_Encoded]],
+) -> Iterator[PartitionResult]:
     topic, producer = shared_producer(config)
     enlist(topic, producer, lineage.app_id)
     meta = metadata_of(topic)
@@ -270,49 +388,16 @@ def write_partition(
         target.size = 0
 
     layout = config.layout
-    partitions = topic.partitions
-    # A value and at most a key, both str or bytes: encoded here, row by row, without
-    # encode_row's generality (same bytes, same partition); any other row goes through it.
-    plain = (
-        layout.value is not None
-        and not layout.headers
-        and layout.headers_map is None
-        and layout.partition is None
-        and layout.source is None
-    )
     sources = (
         None
         if layout.source is None
         else _Sources(topic, layout, config.source_namespace or meta.context.keys.namespace)
     )
-    vi, ki = layout.value, layout.key
-    keyless = spark_partition % partitions
     max_record = limits.max_record_bytes
-    for index, row in enumerate(rows):
-        if plain:
-            value = row[vi]
-            key = None if ki is None else row[ki]
-            tv = type(value)
-            tk = type(key)
-            if (tv is str or tv is bytes) and (key is None or tk is str or tk is bytes):
-                if tv is str:
-                    value = value.encode("utf-8")
-                if key is None:
-                    t = keyless
-                    size = len(value)
-                else:
-                    if tk is str:
-                        key = key.encode("utf-8")
-                    t = partition_for_key(key, partitions)
-                    size = len(value) + len(key)
-                headers = b""
-            else:
-                value, key, headers, t = encode_row(layout, row, spark_partition, index, partitions)
-                size = len(value) + (0 if key is None else len(key)) + len(headers)
-        else:
-            value, key, headers, t = encode_row(layout, row, spark_partition, index, partitions)
-            size = len(value) + (0 if key is None else len(key)) + len(headers)
-        message_id = None if sources is None else sources.message_id(row, index)
+    blake2b = hashlib.blake2b
+    for index, (value, key, headers, t, size, message_id, framing) in enumerate(
+        encode(topic.partitions, sources)
+    ):
         if size > max_record:
             limits.check_record(size)
         target = targets.get(t)
@@ -320,7 +405,8 @@ def write_partition(
             target = targets[t] = _Target()
         elif target.size + size > max_bytes:
             flush(t, target)
-        h = target.head = chain(target.head, index, value, key, headers)
+        # chain_after, inline: once per row.
+        h = target.head = blake2b(target.head + framing, digest_size=8).digest()
         target.indexes.append(index)
         target.hashes.append(h)
         parts = target.parts
