@@ -146,8 +146,11 @@ CASES = {
     "two producers in one epoch": Case(
         [(1, 7, "a0"), (1, 8, "b0"), (1, 7, "a1")],
         None,
-        [("G1", 0, 1), ("G1", 0, 2)],
+        [("G1", 0, 2)],  # producer 7 again after 8: two writers interleave
         counts={"interleavings": 1},
+    ),
+    "a fresh producer id within one epoch is one writer": Case(
+        [(1, 7, "a0"), (1, 7, "a1"), (1, 8, "a2")], None, []
     ),
     "shared producers may interleave": Case(
         [(1, 7, "a0"), (1, 8, "b0"), (1, 7, "a1")], None, [], options={"exclusive": False}
@@ -243,8 +246,8 @@ def test_a_log_breaking_everything_at_once_reports_every_violation(
         ("G5", 0, 4),  # a0 a second time
         ("G6", 1, None),  # entry 1-0
         ("G1", 1, 0),  # epoch 1 above token 0
-        ("G1", 1, 1),  # a second producer in epoch 1
-        ("G1", 1, 1),  # ... also above token 0
+        ("G1", 1, 1),  # epoch 1 above token 0 (a second PID that never hands back is one
+        #               writer that took a fresh producer id: not two writers)
         ("G5", 1, 2),  # "gone" was acked but never landed
         ("G6", 1, 2),  # past next
         ("G6", 1, 2),  # ... and malformed
