@@ -23,7 +23,6 @@ its queue (:mod:`.held_calls`).
 
 from __future__ import annotations
 
-import itertools
 import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -37,7 +36,7 @@ from .._fixed import FixedSettings
 from .._group_commit import Entry
 from .._keys import slot_of, validate_name
 from .._modes import AccessMode
-from .._partitioner import as_records, batch_partition, choose_partition, placing_key
+from .._partitioner import Placement, as_records, batch_partition
 from .._process import ProcessBound
 from .._protocol.topic import Writer
 from .._record import Record, RecordMetadata
@@ -61,6 +60,7 @@ if TYPE_CHECKING:
     from .._runtime.threads.keeper import Task
 
 T = TypeVar("T")
+
 
 class Producer(ProcessBound, FixedSettings):
     """Appends records to a topic. Thread-safe; bound to the process that made it.
@@ -127,7 +127,7 @@ class Producer(ProcessBound, FixedSettings):
         self.batch_size = batch_size
         self._context = context
         self._lock = runtime.io_lock()
-        self._round_robin = itertools.count()
+        self._placement = Placement(topic)
         status = self._status = Status()
         answers = self._answers = Answers()
         wakeup = self._wakeup = Wakeup()
@@ -389,13 +389,9 @@ class Producer(ProcessBound, FixedSettings):
         entry = group_commit.encode_one(
             value, key, headers, self._meta.limits, expected_offset, message_id=message_id
         )
-        if partition is None:
-            partition = choose_partition(
-                self.topic,
-                placing_key(entry.parts, key, message_id),
-                expected_offset,
-                self._round_robin,
-            )
+        partition = self._placement.partition(
+            partition, entry.parts, key, message_id, expected_offset
+        )
         return (self._send(entry, partition))[0]
 
     def send_batch(
@@ -425,12 +421,7 @@ class Producer(ProcessBound, FixedSettings):
 
     def _send(self, entry: Entry, partition: int) -> list[RecordMetadata]:
         """Queue an entry on its partition and wait for its answer (group commit)."""
-        status = self._status
-        fenced = status.fenced
-        if fenced is None:
-            if not status.opened or status.closed:
-                self.open()  # opens, or raises for a closed producer
-            self._check_process()
+        fenced = self._ready()
         queue = self._queue_of(partition)
         check_expected_offset(entry.expected_offset)
         if not telemetry.enabled():  # (nothing to record: no provider was set)
@@ -438,6 +429,17 @@ class Producer(ProcessBound, FixedSettings):
                 raise fenced
             return queue.submit(entry)
         return queue.submit_measured(entry, fenced)
+
+    def _ready(self) -> FencingError | None:
+        """The fence this producer is under, or None once it is open (opened now if need
+        be: a closed producer raises) and used in its own process."""
+        status = self._status
+        fenced = status.fenced
+        if fenced is None:
+            if not status.opened or status.closed:
+                self.open()  # opens, or raises for a closed producer
+            self._check_process()
+        return fenced
 
     def _queue_of(self, partition: object) -> PartitionQueue:
         """The queue of ``partition`` (refused if the topic has no such partition)."""
@@ -470,20 +472,12 @@ class Producer(ProcessBound, FixedSettings):
         ``message_id`` is as for :meth:`send`: each record with an id is judged on its own
         (one caller's known id never fails another's records in the same call).
         """
-        status = self._status
-        fenced = status.fenced
-        if fenced is None:
-            if not status.opened or status.closed:
-                self.open()
-            self._check_process()
+        fenced = self._ready()
         future: runtime.Future[RecordMetadata] = runtime.new_future()
         entry = group_commit.encode_one(
             value, key, headers, self._meta.limits, future=future, message_id=message_id
         )
-        if partition is None:
-            partition = choose_partition(
-                self.topic, placing_key(entry.parts, key, message_id), None, self._round_robin
-            )
+        partition = self._placement.partition(partition, entry.parts, key, message_id)
         queue = self._queue_of(partition)
         if fenced is not None:
             queue.standing.meter.records("fenced", 1)  # (counted as the queued ones are)
@@ -526,14 +520,11 @@ class Producer(ProcessBound, FixedSettings):
     ) -> T:
         """Run a call fenced by this producer's standing on ``partition`` (the Spark sink's
         appends), holding the partition; a fence ends the producer as for a send."""
-        status = self._status
-        if status.fenced is not None:
-            raise status.fenced
-        if not status.opened or status.closed:
-            self.open()
-        self._check_process()
+        fenced = self._ready()
+        if fenced is not None:
+            raise fenced
         queue = self._queues[self._meta.partition_keys(partition).partition]
-        return self._held.run(queue, build, lambda: status.fenced)
+        return self._held.run(queue, build, lambda: self._status.fenced)
 
     def __repr__(self) -> str:
         return (
