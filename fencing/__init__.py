@@ -11,21 +11,13 @@ built with ``mkdocs``; docs/explanation/guarantees.md lists what the library kee
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._grant import Grant
 from ._modes import AccessMode
-from ._protocol.election import LeaderInfo
 from ._record import Record, RecordMetadata
 from ._state import ProducerState
-from ._sync.client import Client
-from ._sync.consumer import Consumer
-from ._sync.election import Election
-from ._sync.leadership import Leadership
-from ._sync.ownership import Ownership
-from ._sync.producer import Producer
-from ._sync.reader import Reader
-from ._sync.topic import Topic
 from .errors import (
     CheckpointReset,
     ConfigurationError,
@@ -58,17 +50,48 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from ._protocol.election import LeaderInfo
     from ._settings import FencingSettings
+    from ._sync.client import Client
+    from ._sync.consumer import Consumer
+    from ._sync.election import Election
+    from ._sync.leadership import Leadership
+    from ._sync.ownership import Ownership
+    from ._sync.producer import Producer
+    from ._sync.reader import Reader
+    from ._sync.topic import Topic
 
     __version__: str
+
+#: The handles and where they live: loaded with the first one asked for (``fencing.Client``,
+#: ``from fencing import Topic``), not by ``import fencing``.
+_HANDLES = {
+    "Client": "._sync.client",
+    "Consumer": "._sync.consumer",
+    "Election": "._sync.election",
+    "LeaderInfo": "._protocol.election",
+    "Leadership": "._sync.leadership",
+    "Ownership": "._sync.ownership",
+    "Producer": "._sync.producer",
+    "Reader": "._sync.reader",
+    "Topic": "._sync.topic",
+}
 
 
 def __getattr__(name: str) -> Any:
     """Load what a plain ``import fencing`` does not need until it is asked for.
 
-    The settings model pulls in pydantic, and the version reads the installed package's
-    metadata: together about half the cost of the import, which every CLI call would pay.
+    ``import fencing`` loads the errors, records, modes and states: what a module that only
+    catches the library's errors, or a command that only prints its help, needs. The
+    handles (the client, its topics, producers, readers, elections: about seventy modules
+    and the retry engine) load with the first of them used; the settings model pulls in
+    pydantic, and the version reads the installed package's metadata.
     """
+    module = _HANDLES.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # later lookups are plain attribute reads
+        return value
     if name == "FencingSettings":
         from ._settings import FencingSettings  # noqa: PLC0415 - lazy: pydantic loads when used
 
@@ -81,6 +104,10 @@ def __getattr__(name: str) -> Any:
         except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
             return "0+unknown"
     raise AttributeError(f"module 'fencing' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 __all__ = [

@@ -8,6 +8,7 @@ Kafka producer would, so a topic can move between the two without reshuffling ke
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
@@ -96,6 +97,34 @@ def placing_key(parts: Sequence[bytes], key: object, message_id: str | None) -> 
     if message_id is not None:
         return message_id.encode("utf-8")
     return None
+
+
+class Placement:
+    """Where a producer's records go: the partition asked for, else by murmur2 of the key
+    (or of the message id), else the next partition round-robin.
+
+    >>> placement = Placement(topic)
+    >>> placement.partition(None, entry.parts, b"user-1", None)     # doctest: +SKIP
+    2
+    """
+
+    def __init__(self, topic: _Topic) -> None:
+        self._topic = topic
+        self._round_robin = itertools.count()
+
+    def partition(
+        self,
+        partition: int | None,
+        parts: Sequence[bytes],
+        key: object,
+        message_id: str | None,
+        expected_offset: int | None = None,
+    ) -> int:
+        """The partition of one record (``parts``: its encoded parts)."""
+        if partition is not None:
+            return partition
+        placing = placing_key(parts, key, message_id)
+        return choose_partition(self._topic, placing, expected_offset, self._round_robin)
 
 
 def batch_partition(topic: _Topic, batch: list[Record], expected_offset: int | None) -> int:

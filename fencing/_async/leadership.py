@@ -35,6 +35,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 from .. import _forks as forks
 from .. import _telemetry as telemetry
@@ -47,6 +49,10 @@ from .metadata import TopicFace
 from .ownership import Ownership
 from .term_producer import TermProducer, TermProducers
 from .term_view import ElectionView, TermHooks
+
+#: on_elected / on_revoked: called with the term (under fencing.aio, may be a coroutine
+#: function).
+Callback = Callable[["Leadership"], Any]
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +76,13 @@ class Leadership:
 
     def __init__(
         self,
-        election: ElectionView,
+        election: ElectionView[Leadership],
         owner: Ownership,
         grant: Grant,
         *,
         sent: float,
         started: float,
-        hooks: TermHooks,
+        hooks: TermHooks[Leadership],
     ) -> None:
         #: The election that won this term.
         self.election = election

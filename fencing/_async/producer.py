@@ -14,13 +14,13 @@ on that object fails without a round trip.
 The :class:`Producer` is the face over objects of one job each: the lease on each
 partition (:mod:`.lease`), the producer id over its life (:mod:`.producer_ids`), each
 partition's queue (:mod:`.partition_queue`) and the call that carries its head
-(:mod:`.group_send`), the outcomes of calls and pending batches (:mod:`.outcomes`), and
-the sender of ``send_async`` (:mod:`.sender`).
+(:mod:`.group_send`), the outcomes of calls and pending batches (:mod:`.outcomes`), the
+sender of ``send_async`` (:mod:`.sender`), and the calls made on a held partition outside
+its queue (:mod:`.held_calls`).
 """
 
 from __future__ import annotations
 
-import itertools
 import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -30,10 +30,11 @@ from .. import _group_commit as group_commit
 from .. import _protocol as protocol
 from .. import _telemetry as telemetry
 from .._durability import Durability
+from .._fixed import FixedSettings
 from .._group_commit import Entry
 from .._keys import slot_of, validate_name
 from .._modes import AccessMode
-from .._partitioner import as_records, batch_partition, choose_partition, placing_key
+from .._partitioner import Placement, as_records, batch_partition
 from .._process import ProcessBound
 from .._protocol.topic import Writer
 from .._record import Record, RecordMetadata
@@ -43,9 +44,8 @@ from .._validate import check_expected_offset, producer_args, validate_ttl, wait
 from ..errors import (
     FencingError,
     InvalidArgument,
-    ProducerFenced,
-    StateLost,
 )
+from .held_calls import HeldCalls
 from .lease import Lease
 from .metadata import TopicFace, metadata_of
 from .outcomes import Outcomes
@@ -59,14 +59,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: The arguments a producer is made with, handed to its parts then (see __setattr__).
-_SETTINGS = frozenset(
-    {"access_mode", "name", "lease_ttl", "wait_timeout", "idempotent", "resume", "durability",
-     "linger_ms", "batch_size", "topic", "session"}
-)  # fmt: skip
 
-
-class Producer(ProcessBound):
+class Producer(ProcessBound, FixedSettings):
     """Appends records to a topic. Thread-safe; bound to the process that made it.
 
     Made by :meth:`Topic.producer`, which opens it (registers, claims or waits).
@@ -77,6 +71,13 @@ class Producer(ProcessBound):
     ...     mds = await producer.send_batch([fencing.Record(b"a"), fencing.Record(b"b")],
     ...                               partition=0, expected_offset=md.offset + 1)
     """
+
+    #: The arguments a producer is made with, handed to its parts then.
+    _FIXED = frozenset(
+        {"access_mode", "name", "lease_ttl", "wait_timeout", "idempotent", "resume",
+         "durability", "linger_ms", "batch_size", "topic", "session"}
+    )  # fmt: skip
+    _KIND = "producer"
 
     def __init__(
         self,
@@ -124,7 +125,7 @@ class Producer(ProcessBound):
         self.batch_size = batch_size
         self._context = context
         self._lock = runtime.io_lock()
-        self._round_robin = itertools.count()
+        self._placement = Placement(topic)
         status = self._status = Status()
         answers = self._answers = Answers()
         wakeup = self._wakeup = Wakeup()
@@ -153,6 +154,9 @@ class Producer(ProcessBound):
             linger_ms=self.linger_ms,
             batch_size=batch_size,
             name=f"fencing-sender-{self.session[:8]}",
+        )
+        self._held = HeldCalls(
+            calls, self.durability, renew_call=self._lease.renew_call, fence=self._fence
         )
         self._renewal: Task | None = None
         self._bind_process()
@@ -341,14 +345,6 @@ class Producer(ProcessBound):
     def last_resolution(self, value: tuple[int, Resolution] | None) -> None:
         self._status.last_resolution = value
 
-    def __setattr__(self, name: str, value: object) -> None:
-        # The settings are handed to the producer's parts when it is made: a later change
-        # would be silently ignored, so it is refused.
-        if name in _SETTINGS and name in self.__dict__:
-            msg = f"a producer's {name} is fixed when it is made: make a new producer to change it"
-            raise AttributeError(msg)
-        super().__setattr__(name, value)
-
     @property
     def state(self) -> ProducerState:
         """PID, generations and next sequence per partition: save it to resume later (the
@@ -396,13 +392,9 @@ class Producer(ProcessBound):
         entry = group_commit.encode_one(
             value, key, headers, self._meta.limits, expected_offset, message_id=message_id
         )
-        if partition is None:
-            partition = choose_partition(
-                self.topic,
-                placing_key(entry.parts, key, message_id),
-                expected_offset,
-                self._round_robin,
-            )
+        partition = self._placement.partition(
+            partition, entry.parts, key, message_id, expected_offset
+        )
         return (await self._send(entry, partition))[0]
 
     async def send_batch(
@@ -432,34 +424,25 @@ class Producer(ProcessBound):
 
     async def _send(self, entry: Entry, partition: int) -> list[RecordMetadata]:
         """Queue an entry on its partition and wait for its answer (group commit)."""
-        status = self._status
-        fenced = status.fenced
-        if fenced is None:
-            if not status.opened or status.closed:
-                await self.open()  # opens, or raises for a closed producer
-            self._check_process()
+        fenced = await self._ready()
         queue = self._queue_of(partition)
         check_expected_offset(entry.expected_offset)
         if not telemetry.enabled():  # (nothing to record: no provider was set)
             if fenced is not None:
                 raise fenced
             return await queue.submit(entry)
-        meter = queue.standing.meter
-        started = time.monotonic()
-        with telemetry.span("fencing.send", meter.send_span) as span:
-            try:
-                if fenced is not None:
-                    raise fenced  # (counted: a zombie that keeps sending shows)
-                answer = await queue.submit(entry)
-            except BaseException as exc:
-                if exc is fenced:
-                    meter.records("fenced", entry.count)
-                meter.send_took(time.monotonic() - started, telemetry.outcome_of(exc))
-                raise
-            outcome = "duplicate" if entry.duplicate else "written"
-            meter.send_took(time.monotonic() - started, outcome)
-            span.set_attribute(telemetry.OUTCOME, outcome)
-        return answer
+        return await queue.submit_measured(entry, fenced)
+
+    async def _ready(self) -> FencingError | None:
+        """The fence this producer is under, or None once it is open (opened now if need
+        be: a closed producer raises) and used in its own process."""
+        status = self._status
+        fenced = status.fenced
+        if fenced is None:
+            if not status.opened or status.closed:
+                await self.open()  # opens, or raises for a closed producer
+            self._check_process()
+        return fenced
 
     def _queue_of(self, partition: object) -> PartitionQueue:
         """The queue of ``partition`` (refused if the topic has no such partition)."""
@@ -492,28 +475,17 @@ class Producer(ProcessBound):
         ``message_id`` is as for :meth:`send`: each record with an id is judged on its own
         (one caller's known id never fails another's records in the same call).
         """
-        status = self._status
-        fenced = status.fenced
-        if fenced is None:
-            if not status.opened or status.closed:
-                await self.open()
-            self._check_process()
+        fenced = await self._ready()
         future: runtime.Future[RecordMetadata] = runtime.new_future()
         entry = group_commit.encode_one(
             value, key, headers, self._meta.limits, future=future, message_id=message_id
         )
-        if partition is None:
-            partition = choose_partition(
-                self.topic, placing_key(entry.parts, key, message_id), None, self._round_robin
-            )
+        partition = self._placement.partition(partition, entry.parts, key, message_id)
         queue = self._queue_of(partition)
         if fenced is not None:
             queue.standing.meter.records("fenced", 1)  # (counted as the queued ones are)
             raise fenced
-        queue.enqueue(entry)
-        if status.closed or status.fenced is not None:
-            queue.withdraw(entry)  # close() or a fence came since the check above
-        self._sender.queued(entry.size)
+        self._sender.enqueue(queue, entry)
         return future
 
     async def flush(self) -> None:
@@ -542,43 +514,20 @@ class Producer(ProcessBound):
         ...     landed = await producer.resolve(0)    # its metadata, or None: never lands
         """
         self._check_process()
-        pk = self._meta.partition_keys(partition)
-        queue = self._queues[pk.partition]
-        standing = queue.standing
-        async with queue.holding():
-            if standing.pending is None:
-                return None
-            result = await queue.sending.resolve_pending()
-            if result is not None and self.durability.command is not None:
-                try:
-                    await self._calls.execute(self._lease.renew_call(standing), self.durability)
-                except (ProducerFenced, StateLost) as exc:
-                    await self._fence(exc)
-                    raise
-            return result
+        return await self._held.resolve(
+            self._queues[self._meta.partition_keys(partition).partition]
+        )
 
     async def _fenced_call(
         self, partition: int, build: Callable[[Writer], protocol.ScriptCall[T]]
     ) -> T:
         """Run a call fenced by this producer's standing on ``partition`` (the Spark sink's
         appends), holding the partition; a fence ends the producer as for a send."""
-        status = self._status
-        if status.fenced is not None:
-            raise status.fenced
-        if not status.opened or status.closed:
-            await self.open()
-        self._check_process()
+        fenced = await self._ready()
+        if fenced is not None:
+            raise fenced
         queue = self._queues[self._meta.partition_keys(partition).partition]
-        async with queue.holding():
-            if status.fenced is not None:
-                raise status.fenced
-            try:
-                return await self._calls.execute(build(queue.standing.writer), self.durability)
-            except (ProducerFenced, StateLost) as exc:
-                await self._fence(exc)
-                raise
-
-    # -- partitions --------------------------------------------------------------------------
+        return await self._held.run(queue, build, lambda: self._status.fenced)
 
     def __repr__(self) -> str:
         return (

@@ -29,13 +29,13 @@ from .._urls import redis_from_url
 from ..errors import InvalidArgumentType
 from . import admin
 from .context import Context, bind
-from .election import Election
-from .leadership import Leadership
 from .ownership import Ownership
 from .topic import Topic
 
 if TYPE_CHECKING:
     from .._settings import FencingSettings
+    from .election import Election
+    from .leadership import Leadership
 
 
 class Client:
@@ -161,6 +161,9 @@ class Client:
         ...     leadership.token
         1
         """
+        # Elections (their terms, callbacks and term producers) load when first used.
+        from .election import Election  # noqa: PLC0415
+
         election = Election(
             self._context,
             name,

@@ -355,8 +355,9 @@ class Driver:
         commands = call.commands
         try:
             mark = runtime.cancel_mark()
-            if len(commands) == 1:
-                # One command (the reader's pages): no pipeline object to build.
+            if self._scripts is not None and not call.blocking_ms:
+                replies = self._read_direct(self._scripts, commands)
+            elif len(commands) == 1:
                 replies = [self._client.execute_command(*commands[0])]
             else:
                 pipe = self._client.pipeline(transaction=False)
@@ -376,6 +377,35 @@ class Driver:
             runtime.check_cancel(mark)  # (a cancelled read is not retried as a failed one)
             raise
         return call.parse(replies)
+
+    def _read_direct(
+        self, connections: ScriptConnections, commands: tuple[tuple[Any, ...], ...]
+    ) -> list[Any]:
+        """A read that cannot block, on a connection of the script path, packed by hiredis
+        and read back without redis-py's pipeline and reply callbacks: for a reader's page,
+        those cost more than the round trip. Every reply is read (the connection stays
+        clean); the first error reply is raised."""
+        conn = connections.checkout()
+        try:
+            connections.connect(conn)
+            conn.send_packed_command(self._pack_many(conn, commands))
+            replies: list[Any] = []
+            error: redis.exceptions.ResponseError | None = None
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except redis.exceptions.ResponseError as exc:
+                    error = error or exc
+                    replies.append(None)
+        except BaseException:
+            # A reply may still be on its way: never read it as the answer to another call.
+            connections.drop(conn)
+            raise
+        finally:
+            connections.checkin(conn)
+        if error is not None:
+            raise error
+        return replies
 
     def execute(
         self, call: ScriptCall[T], budget: RetryBudget, durability: Durability | None = None

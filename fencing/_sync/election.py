@@ -39,10 +39,10 @@ from ..errors import (
 from . import guards
 from .claims import Campaign
 from .context import Context, context_of
-from .leadership import Leadership
+from .leadership import Callback, Leadership
 from .ownership import Ownership
 from .term_start import begin_term
-from .term_view import Callback, TermHooks
+from .term_view import TermHooks
 
 if TYPE_CHECKING:
     from .._grant import Grant

@@ -255,7 +255,6 @@ class TopicMetadata:
         """G9 on reads: the partition must be there, of the same incarnation, and not behind
         ``seen_before``, the highest next offset seen before the read was sent (a send on
         another thread may have moved it since the server answered)."""
-        where = f"partition {pk.partition} of topic {self.name!r}"
         inc = self._incs[pk.partition]
         reason = ""
         if info is None:
@@ -265,6 +264,7 @@ class TopicMetadata:
         elif info.next_offset < seen_before:
             reason = "offset"
         if reason:
+            where = f"partition {pk.partition} of topic {self.name!r}"
             raise StateLost(
                 f"{where} {'is gone' if reason == 'missing' else 'went back in history'} "
                 f"({reason}): the Redis server lost writes (FLUSHALL, restart without "

@@ -28,14 +28,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 
 from .. import _group_commit as group_commit
+from .. import _telemetry as telemetry
 from .._durability import Durability
 from .._group_commit import Entry
 from .._record import RecordMetadata
 from .._runtime.threads import primitives as runtime
-from ..errors import InvalidArgument
+from ..errors import FencingError, InvalidArgument
 from .group_send import GroupSend
 from .metadata import TopicMetadata
 from .outcomes import Outcomes
@@ -123,6 +125,29 @@ class PartitionQueue:
         self._drive_task: object | None = None
 
     # -- callers -----------------------------------------------------------------------------
+
+    def submit_measured(
+        self, entry: Entry, fenced: FencingError | None
+    ) -> list[RecordMetadata]:
+        """:meth:`submit` in a ``fencing.send`` span, counted by outcome and timed; with
+        ``fenced`` (the producer was superseded), raise that, counted as fenced records (a
+        zombie that keeps sending shows)."""
+        meter = self.standing.meter
+        started = time.monotonic()
+        with telemetry.span("fencing.send", meter.send_span) as span:
+            try:
+                if fenced is not None:
+                    raise fenced
+                answer = self.submit(entry)
+            except BaseException as exc:
+                if exc is fenced:
+                    meter.records("fenced", entry.count)
+                meter.send_took(time.monotonic() - started, telemetry.outcome_of(exc))
+                raise
+            outcome = "duplicate" if entry.duplicate else "written"
+            meter.send_took(time.monotonic() - started, outcome)
+            span.set_attribute(telemetry.OUTCOME, outcome)
+        return answer
 
     def submit(self, entry: Entry) -> list[RecordMetadata]:
         """Queue ``entry`` and wait for its answer: its records' metadata, or its error."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 
+from .._group_commit import Entry
 from .._runtime.threads import primitives as runtime
 from .partition_queue import SERVE_AFTER_OWN, PartitionQueue, settled
 from .standing import Answers, Status, Wakeup
@@ -45,6 +46,14 @@ class Sender:
         self._name = name
         #: The running sender (a thread, or a task), once a record was queued.
         self.running: object | None = None
+
+    def enqueue(self, queue: PartitionQueue, entry: Entry) -> None:
+        """Queue ``entry`` on its partition for the sender; taken back at once if the
+        producer was closed or fenced since its caller checked."""
+        queue.enqueue(entry)
+        if self._status.closed or self._status.fenced is not None:
+            queue.withdraw(entry)  # close() or a fence came since the caller's check
+        self.queued(entry.size)
 
     def queued(self, size: int) -> None:
         """A record of ``size`` bytes was queued: start the sender, or wake it unless it

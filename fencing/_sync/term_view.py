@@ -16,32 +16,31 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from .._protocol.election import LeaderInfo, RowView
 from .._runtime.threads import primitives as runtime
+from .metadata import TopicMetadata
 
-if TYPE_CHECKING:
-    from .leadership import Leadership
-    from .metadata import TopicMetadata
-
-#: on_elected / on_revoked: called with the term (under fencing, may be a coroutine
-#: function).
-Callback = Callable[["Leadership"], Any]
+#: The term (:class:`~.leadership.Leadership`): a parameter here, so that this module needs
+#: no import of the term's, which imports this one.
+TermT = TypeVar("TermT")
 
 
-class ElectionView(Protocol):
+class ElectionView(Protocol[TermT]):
     """The :class:`~fencing.Election` that won a term, as the term sees it: its settings,
     and what a callback may ask of it (``term.election.leader()``...) - a protocol, so that
-    a term needs no import of the campaign's module."""
+    a term needs no import of the campaign's module. Its callbacks (on_elected,
+    on_revoked; under fencing, possibly coroutine functions) are called with the
+    term."""
 
     name: str
     candidate_id: str
     ttl: float
     renew_deadline: float
     retry_period: float
-    on_elected: Callback | None
-    on_revoked: Callback | None
+    on_elected: Callable[[TermT], Any] | None
+    on_revoked: Callable[[TermT], Any] | None
     exit_on_loss: bool
 
     def leader(self) -> LeaderInfo | None: ...
@@ -51,7 +50,7 @@ class ElectionView(Protocol):
 
 
 @dataclass(frozen=True)
-class TermHooks:
+class TermHooks(Generic[TermT]):
     """What a term asks of the election that won it, handed over as functions.
 
     >>> hooks = TermHooks(check_process=..., in_own_process=..., peek=..., publish_change=...,
@@ -67,9 +66,9 @@ class TermHooks:
     #: Tell observers of the election that its leader changed (best effort).
     publish_change: Callable[[str], runtime.Later[None]]
     #: The term ended (released, and observers told): the election forgets it.
-    ended: Callable[[Leadership], None]
+    ended: Callable[[TermT], None]
     #: Fence every topic the election guards at the term's token, before the term is
     #: announced: True once done, False if the term ended meanwhile (see .guards).
-    fence: Callable[[Leadership], runtime.Later[bool]]
+    fence: Callable[[TermT], runtime.Later[bool]]
     #: Register a topic with the election while the term holds (its producers' first open).
     guard: Callable[[TopicMetadata], runtime.Later[None]]

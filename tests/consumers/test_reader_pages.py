@@ -25,8 +25,14 @@ def test_every_layout_and_id_shape_gives_the_same_records(client: Client) -> Non
         [b"0-5", [b"v", b"d", b"t", b"7", b"e", b"4", b"k", b"kk", b"p", b"9"]],
         [b"0-6", [b"v", b"d", b"t", b"7", b"e", b"4", b"p", b"9"]],
         [b"0-7", {b"t": b"6", b"e": b"4", b"v": b"e"}],
+        [b"0-8", [b"t", b"6", b"e", b"4", b"p", b"9", b"v", b"f", b"m", b"id-1"]],
+        [b"0-9", [b"t", b"6", b"e", b"4", b"p", b"9", b"v", b"g", b"k", b"K", b"m", b"id-2"]],
+        [b"0-10", [b"t", b"6", b"e", b"4", b"p", b"9", b"v", b"h", b"h", h, b"m", b"id-3"]],
+        [b"0-11", {b"t": b"6", b"e": b"4", b"v": b"i", b"m": b"id-4"}],
     ]
-    got = _records(pk, entries)
+    reply = list(entries)
+    got = _records(pk, reply)
+    assert reply == []  # consumed, so each entry's lists are freed as its record is made
     no = EMPTY_HEADERS
     want = [
         Record(b"a", None, no, "t", 0, 0, 3, 17, 5),
@@ -36,6 +42,10 @@ def test_every_layout_and_id_shape_gives_the_same_records(client: Client) -> Non
         Record(b"d", b"kk", no, "t", 0, 4, 4, 9, 7),
         Record(b"d", None, no, "t", 0, 5, 4, 9, 7),
         Record(b"e", None, no, "t", 0, 6, 4, None, 6),
+        Record(b"f", None, no, "t", 0, 7, 4, 9, 6, "id-1"),
+        Record(b"g", b"K", no, "t", 0, 8, 4, 9, 6, "id-2"),
+        Record(b"h", None, {"x": b"y"}, "t", 0, 9, 4, 9, 6, "id-3"),
+        Record(b"i", None, no, "t", 0, 10, 4, None, 6, "id-4"),
     ]
     assert got == want
     assert all(type(r) is Record for r in got)
@@ -44,7 +54,7 @@ def test_every_layout_and_id_shape_gives_the_same_records(client: Client) -> Non
     # Offsets come from each ID when the IDs are not consecutive, or not 0-n bytes.
     gaps = [entries[0], [b"0-3", entries[1][1]], [b"0-9", entries[5][1]]]
     assert [r.offset for r in _records(pk, gaps)] == [0, 2, 8]
-    text_ids = [["0-4", entries[0][1]], ["0-5", entries[1][1]]]
+    text_ids: list[Any] = [["0-4", entries[0][1]], ["0-5", entries[1][1]]]
     assert [r.offset for r in _records(pk, text_ids)] == [3, 4]
     assert _records(pk, []) == []
 

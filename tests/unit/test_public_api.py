@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
 
 import pytest
 
 import fencing
 import fencing.aio
 import fencing.errors
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ERROR_CLASSES = [
     obj
@@ -94,3 +99,18 @@ def test_the_asyncio_api_exports_the_same_names_as_the_sync_one() -> None:
     # Errors, records, modes and states are the very same classes in both flavours.
     for name in shared:
         assert getattr(fencing.aio, name) is getattr(fencing, name), name
+
+
+def test_a_plain_import_loads_no_handle_and_no_optional_dependency() -> None:
+    # The handles load with the first one used; pydantic, argparse and the asyncio
+    # flavour only where they are used (settings, the CLI, fencing.aio).
+    code = (
+        "import sys, fencing\n"
+        "loaded = [m for m in sys.modules if m.startswith(('fencing._sync', 'fencing._async',"
+        " 'fencing._protocol', 'fencing.cli', 'fencing.spark', 'pydantic', 'argparse', "
+        "'tenacity'))]\n"
+        "assert not loaded, loaded\n"
+        "assert fencing.Topic.__module__ == 'fencing._sync.topic'\n"
+        "assert 'fencing._sync.topic' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
