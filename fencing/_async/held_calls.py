@@ -32,7 +32,7 @@ class HeldCalls:
         calls: Calls,
         durability: Durability,
         *,
-        renew_call: Callable[[Standing], protocol.ScriptCall[int]],
+        renew_call: Callable[[Standing], protocol.ScriptCall[tuple[int, int]]],
         fence: Callable[[FencingError], runtime.Later[None]],
     ) -> None:
         self._calls = calls
