@@ -110,10 +110,14 @@ do
             pos = pos + k + 1
           end
           local found = try('HMGET', mids, spread(ids))
-          clear = not found.err
-          for j = 1, n do
-            if found[j] then
-              clear = false
+          clear = true
+          if found and found.err then
+            clear = false  -- a key of another type: the general path refuses it
+          else
+            for j = 1, n do
+              if found[j] then
+                clear = false
+              end
             end
           end
           if clear then
