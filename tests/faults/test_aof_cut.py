@@ -143,27 +143,15 @@ def jobs_round(store: AofServer, seed: int, acks: str) -> dict[str, object]:
     client = fencing.Client.from_url(store.url, namespace=ns)
     try:
         with Jobs([store.url], ns, acks=acks) as jobs:
-            wait_until(lambda: jobs.progress() > 20, timeout=20, what="every job at work")
-            time.sleep(1.5)  # the second cut off lands past the creations, in steady work
-            cut = store.cut_back(1.0, jobs.last_ack if acks == "fsync" else None)
-            restarted = time.monotonic()
-            done = jobs.progress()
-            wait_until(
-                lambda: jobs.progress() > done + 20,
-                timeout=30,
-                what="work after",
-                detail=jobs.describe,
-            )
-            stuck = jobs.stop()
-        assert not stuck, stuck
-        assert not jobs.unexpected(), jobs.unexpected()
+
+            def cut_back() -> tuple[int, float]:
+                time.sleep(1.5)  # the second cut off lands past the creations, in steady work
+                cut = store.cut_back(1.0, jobs.last_ack if acks == "fsync" else None)
+                return cut, time.monotonic()
+
+            cut, restarted = jobs.around(cut_back)
         if acks == "fsync":
-            return {
-                "copy": jobs.copy.check(client),
-                "ids": jobs.ids.check(client),
-                "group": jobs.members.check(client),
-                "cut bytes": cut,
-            }
+            return {**jobs.exact(client), "cut bytes": cut}
         told = {w.label: len(w.state_lost) for w in jobs.all}
         for work in (jobs.copy, jobs.ids):
             where = {r.value: (r.offset, r.epoch) for r in read_records(client, work.topic, 0)}

@@ -156,24 +156,13 @@ def jobs_round(clock: ClockedServer, leases: float, seed: int) -> dict[str, obje
     client = fencing.Client.from_url(clock.url, namespace=ns)
     try:
         with Jobs([clock.url], ns) as jobs:
-            wait_until(lambda: jobs.progress() > 20, timeout=20, what="every job at work")
-            time.sleep(rng.uniform(0.1, TTL / 2))  # the jump lands anywhere in a renewal
-            clock.jump(leases * TTL)
-            done = jobs.progress()
-            wait_until(
-                lambda: jobs.progress() > done + 20,
-                timeout=20,
-                what="work after",
-                detail=jobs.describe,
-            )
-            stuck = jobs.stop()
-        assert not stuck, stuck
-        assert not jobs.unexpected(), jobs.unexpected()
-        return {
-            "copy": jobs.copy.check(client),
-            "ids": jobs.ids.check(client),
-            "group": jobs.members.check(client),
-        }
+
+            def jump() -> None:
+                time.sleep(rng.uniform(0.1, TTL / 2))  # the jump lands anywhere in a renewal
+                clock.jump(leases * TTL)
+
+            jobs.around(jump, after=20)
+        return jobs.exact(client)
     finally:
         client.close()
 

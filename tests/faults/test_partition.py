@@ -126,26 +126,15 @@ def jobs_round(link: Link, seconds: float, seed: int) -> dict[str, object]:
     client = fencing.Client.from_url(link.url("b"), namespace=ns)
     try:
         with Jobs([link.url("a"), link.url("b")], ns) as jobs:
-            wait_until(lambda: jobs.progress() > 20, timeout=20, what="every job at work")
-            time.sleep(rng.uniform(0.0, 0.5))  # the cut lands anywhere in the work
-            link.cut("a")
-            time.sleep(seconds)  # the length of the partition is the fault itself
-            link.heal("a")
-            done = jobs.progress()
-            wait_until(
-                lambda: jobs.progress() > done + 20,
-                timeout=30,
-                what="work after",
-                detail=jobs.describe,
-            )
-            stuck = jobs.stop()
-        assert not stuck, stuck
-        assert not jobs.unexpected(), jobs.unexpected()
-        return {
-            "copy": jobs.copy.check(client),
-            "ids": jobs.ids.check(client),
-            "group": jobs.members.check(client),
-        }
+
+            def partition() -> None:
+                time.sleep(rng.uniform(0.0, 0.5))  # the cut lands anywhere in the work
+                link.cut("a")
+                time.sleep(seconds)  # the length of the partition is the fault itself
+                link.heal("a")
+
+            jobs.around(partition)
+        return jobs.exact(client)
     finally:
         client.close()
 

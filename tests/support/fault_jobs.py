@@ -26,8 +26,9 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import fencing
 from fencing import DuplicateSequence, ProducerState, Record, StateLost
@@ -36,6 +37,9 @@ from fencing.verify import Attempt, verify_log
 from .fault_workloads import Handle, Workers
 from .internals import consumer_token
 from .logs import read_records
+from .polling import wait_until
+
+T = TypeVar("T")
 
 __all__ = ["CopyJob", "Jobs", "Members", "Resenders", "row", "silent_losses"]
 
@@ -457,6 +461,30 @@ class Jobs:
 
     def last_ack(self) -> float:
         return max(w.last_ack for w in self.all)
+
+    def around(self, fault: Callable[[], T], *, after: float = 30.0) -> T:
+        """Wait until every job is at work, make ``fault`` (its result is returned), wait
+        for 20 more acknowledgements of every job, then stop them: none stuck, nothing
+        unexpected."""
+        wait_until(lambda: self.progress() > 20, timeout=20, what="every job at work")
+        result = fault()
+        done = self.progress()
+        wait_until(
+            lambda: self.progress() > done + 20, timeout=after, what="work after",
+            detail=self.describe,
+        )  # fmt: skip
+        stuck = self.stop()
+        assert not stuck, stuck
+        assert not self.unexpected(), self.unexpected()
+        return result
+
+    def exact(self, client: fencing.Client) -> dict[str, object]:
+        """Each job's whole contract, checked over its log (a failure raises)."""
+        return {
+            "copy": self.copy.check(client),
+            "ids": self.ids.check(client),
+            "group": self.members.check(client),
+        }
 
     def stop(self) -> list[str]:
         return [name for w in self.all for name in w.stop()]
