@@ -257,8 +257,9 @@ class Producer(ProcessBound, FixedSettings):
 
         Every partition is left, then :class:`~fencing.StateLost` is raised if one showed
         that the store lost writes this producer saw (its last sends may be gone) and no
-        earlier call told it so. In a forked child this does nothing at all: the lease is
-        the parent's.
+        earlier call told it so (not for an operator's delete of the topic, which removed
+        them on purpose). In a forked child this does nothing at all: the lease is the
+        parent's.
 
         >>> await producer.close()        # or leave ``async with topic.producer() as producer``
         """
@@ -279,8 +280,10 @@ class Producer(ProcessBound, FixedSettings):
                 queue.sending.fail_all(closed)
             self._answers.deliver()
             lost = await self._lease.release(self._standings())
-        if lost is not None and status.fenced is None:
-            raise lost  # (a producer already fenced was told by the call that fenced it)
+        # (A producer already fenced was told by the call that fenced it; an operator's
+        # delete removed the writes on purpose: the close does not raise for it.)
+        if lost is not None and status.fenced is None and lost.reason != "deleted":
+            raise lost
 
     async def __aenter__(self) -> Producer:
         return await self.open()
