@@ -88,7 +88,8 @@ def test_missing_channel_rights_are_warned_once_and_waiters_still_take_over(
         (waiter,) = got
         assert waiter.epoch(0) == 2
         waiter.close()
-    warned = [r.getMessage() for r in caplog.records]
+    # (Only the notifier's warnings: a lease renewal a busy machine delays logs its own.)
+    warned = [r.getMessage() for r in caplog.records if r.name.startswith("fencing._runtime")]
     assert len(warned) == 1, warned
     assert warned[0].startswith("redis-fencing: the Redis user may not subscribe")
     assert "&<namespace>:*" in warned[0]
